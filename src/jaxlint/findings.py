@@ -1,0 +1,88 @@
+"""The records that form jaxlint's output contract (SPEC.md); a leaf module that imports nothing of jaxlint."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+STATUSES = ("confirmed", "refuted", "unverified", "not-run")
+
+
+@dataclass
+class Verification:
+    status: str = "not-run"
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "detail": self.detail}
+
+
+@dataclass
+class Fix:
+    description: str
+    applicable: str  # "safe" | "unsafe"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"description": self.description, "applicable": self.applicable}
+
+
+@dataclass(frozen=True)
+class TraceTarget:
+    """How JAX traces a function, as written in the source: what the verifier needs to re-trace it.
+
+    ``qualname`` is dotted through classes and functions (``Model.step``, ``outer.body``);
+    ``transform`` is the JAX entry point (``jit``, ``vmap``, ``grad``, ``scan``, ``fori_loop`` …)
+    or ``helper`` for a function reached only by a call from traced code, in which case
+    ``via`` names the traced caller chain, outermost first.
+    """
+
+    qualname: str
+    def_line: int
+    transform: str
+    static_argnums: tuple[int, ...] = ()
+    static_argnames: tuple[str, ...] = ()
+    via: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "qualname": self.qualname,
+            "def_line": self.def_line,
+            "transform": self.transform,
+            "static_argnums": list(self.static_argnums),
+            "static_argnames": list(self.static_argnames),
+            "via": list(self.via),
+        }
+
+
+@dataclass
+class Finding:
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    message: str
+    function: Optional[str] = None
+    verification: Verification = field(default_factory=Verification)
+    fix: Optional[Fix] = None
+    # Not part of the JSON contract: what the verifier needs.
+    target: Optional[TraceTarget] = None
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "function": self.function,
+            "verification": self.verification.to_json(),
+            "fix": self.fix.to_json() if self.fix else None,
+        }
