@@ -1,0 +1,4 @@
+"""`python -m jaxlint`."""
+from .cli import main
+
+main()

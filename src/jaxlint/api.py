@@ -1,0 +1,245 @@
+"""The pipeline, top to bottom: discover files -> parse once -> model -> rules -> suppress/select -> verify."""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .findings import Finding, Verification
+from .jaxapi import Transform
+from .model import ModuleModel
+from .rules import ALL_CODES, RULES, SYNTAX_ERROR
+from .rules.base import Rule
+from .suppress import is_suppressed
+
+SKIP_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__", ".mypy_cache",
+        ".pytest_cache", ".ruff_cache", ".jaxlint_cache", "node_modules", ".eggs", "site-packages",
+    }
+)
+
+
+@dataclass
+class Settings:
+    paths: list[str] = field(default_factory=lambda: ["."])
+    codes: set[str] = field(default_factory=lambda: set(ALL_CODES))  # selected rule codes
+    exclude: list[str] = field(default_factory=list)  # glob patterns, matched against path parts and paths
+    force_exclude: bool = False
+    verify: bool = True
+    verify_timeout: float = 10.0
+    verify_memory_mb: int = 2048
+    jobs: int = 1
+    per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
+    trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
+
+
+@dataclass
+class Result:
+    findings: list[Finding]
+    files: int
+    seconds: float
+    errors: list[str] = field(default_factory=list)  # internal errors, one line each
+
+
+class PathError(ValueError):
+    """A path given on the command line does not exist."""
+
+
+# ---- discovery --------------------------------------------------------------------------------
+
+
+def _excluded(path: str, patterns: list[str]) -> bool:
+    if not patterns:
+        return False
+    norm = path.replace(os.sep, "/")
+    parts = norm.split("/")
+    for pat in patterns:
+        pat = pat.rstrip("/")
+        if fnmatch.fnmatch(norm, pat) or fnmatch.fnmatch(norm, f"*/{pat}") or any(fnmatch.fnmatch(p, pat) for p in parts):
+            return True
+    return False
+
+
+def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False) -> list[str]:  # type: ignore[assignment]
+    """The Python files to check, each once, in a stable order. Raises PathError for a missing path."""
+    seen: set[str] = set()
+    out: list[str] = []
+
+    def add(p: str) -> None:
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+
+    for given in paths:
+        if not os.path.lexists(given):
+            raise PathError(f"path `{given}` does not exist")
+        if os.path.isdir(given):
+            for root, dirs, files in os.walk(given):
+                dirs[:] = sorted(
+                    d for d in dirs
+                    if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                    and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+                    and not _excluded(os.path.normpath(os.path.join(root, d)), list(exclude))
+                )
+                for name in sorted(files):
+                    if not name.endswith(".py"):
+                        continue
+                    p = os.path.normpath(os.path.join(root, name))
+                    if _excluded(p, list(exclude)) or not os.path.isfile(p):
+                        continue
+                    add(p)
+        else:
+            p = os.path.normpath(given)
+            if force_exclude and _excluded(p, list(exclude)):
+                continue
+            add(p)
+    return out
+
+
+# ---- one file ---------------------------------------------------------------------------------
+
+
+def _rules_for(codes: set[str]) -> list[type[Rule]]:
+    return [r for r in RULES if r.code in codes]
+
+
+def _syntax_finding(path: str, line: int, col: int, message: str) -> Finding:
+    code, name, _ = SYNTAX_ERROR
+    return Finding(path, line, col, line, col, code, name, message, None, Verification("not-run", ""))
+
+
+def _decode_lines(source: bytes, encoding: str) -> list[str]:
+    return source.decode(encoding, errors="replace").splitlines()
+
+
+def _extra_transforms(names: Iterable[str]) -> dict[str, Transform]:
+    return {n: Transform("jit", abstract=True, cached=True, statics="jit") for n in names}
+
+
+def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None,
+                trace_decorators: Iterable[str] = ()) -> list[Finding]:
+    """All findings for one file's source, after suppression comments; sorted."""
+    codes = set(ALL_CODES) if codes is None else codes
+    raw = source.encode("utf-8") if isinstance(source, str) else source
+    try:
+        module = cst.parse_module(raw)
+    except cst.ParserSyntaxError as exc:
+        if SYNTAX_ERROR[0] not in codes:
+            return []
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid syntax"
+        return [_syntax_finding(path, exc.editor_line, exc.editor_column, f"Syntax error: {msg}; the file was not checked.")]
+    except (UnicodeDecodeError, LookupError) as exc:
+        if SYNTAX_ERROR[0] not in codes:
+            return []
+        return [_syntax_finding(path, 1, 1, f"Cannot decode the file ({exc}); the file was not checked.")]
+    except RecursionError:
+        if SYNTAX_ERROR[0] not in codes:
+            return []
+        return [_syntax_finding(path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")]
+    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators))
+
+
+def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
+                 extra_transforms: Optional[dict[str, Transform]] = None) -> list[Finding]:
+    rules = [r() for r in _rules_for(codes)]
+    if not rules:
+        return []
+    dispatch: dict[type, list] = {}
+    for rule in rules:
+        for tp, meth in rule.visitors().items():
+            dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
+    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms)
+    from .rules.base import Where  # local: keeps the import graph of this module small
+
+    for rec in model.records:
+        where = Where(model, rec.scope, rec.loop)
+        for rule, visit in dispatch[type(rec.node)]:
+            if not rule.anywhere and model.traced_function(rec.scope) is None:
+                continue
+            visit(rec.node, where)
+    reports = [(rule, rep) for rule in rules for rep in rule.reports]
+    if not reports:
+        return []
+    # Positions cost a second pass over the tree: only files with findings pay for it.
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lines = _decode_lines(raw, module.encoding)
+    findings: list[Finding] = []
+    for rule, rep in reports:
+        start = positions[rep.node].start
+        end = positions[rep.end_node if rep.end_node is not None else rep.node].end
+        text = lines[start.line - 1] if start.line - 1 < len(lines) else ""
+        if is_suppressed(text, rule.code, rule.name):
+            continue
+        target = None
+        fn = rep.function
+        if fn is not None and fn.target is not None:
+            name_node = fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node
+            target = dataclasses.replace(fn.target, def_line=positions[name_node].start.line)
+        findings.append(
+            Finding(
+                path, start.line, start.column + 1, end.line, end.column + 1, rule.code, rule.name, rep.message,
+                fn.qualname if fn is not None else None, Verification(), rep.fix, target,
+            )
+        )
+    findings.sort(key=Finding.sort_key)
+    return findings
+
+
+def _read(path: str) -> tuple[Optional[bytes], Optional[str]]:
+    try:
+        with open(path, "rb") as f:
+            return f.read(), None
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+
+
+def codes_for(path: str, settings: Settings) -> set[str]:
+    """The selected codes minus the per-file ignores matching this path."""
+    codes = settings.codes
+    for pattern, ignored in settings.per_file_ignores.items():
+        if _excluded(path, [pattern]):
+            codes = codes - ignored
+    return codes
+
+
+def iter_file_findings(files: list[str], settings: Settings) -> Iterator[tuple[str, list[Finding], Optional[str]]]:
+    """(path, findings, internal error) per file."""
+    for path in files:
+        codes = codes_for(path, settings)
+        data, err = _read(path)
+        if data is None:
+            yield path, [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], None
+            continue
+        try:
+            yield path, lint_source(data, path, codes, settings.trace_decorators), None
+        except RecursionError:
+            yield path, [_syntax_finding(path, 1, 1, "The file is nested too deeply to analyse; the file was not checked.")], None
+        except Exception as exc:  # a bug in jaxlint must not hide the other files' findings
+            yield path, [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
+
+
+def run(settings: Settings) -> Result:
+    """Lint (and verify) the configured paths."""
+    started = time.perf_counter()
+    files = discover(settings.paths, settings.exclude, settings.force_exclude)
+    findings: list[Finding] = []
+    errors: list[str] = []
+    for _path, file_findings, err in iter_file_findings(files, settings):
+        findings.extend(file_findings)
+        if err:
+            errors.append(err)
+    if settings.verify and findings:
+        from .verify import verify_findings  # imported lazily: the static pass never needs it
+
+        verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
+                        jobs=max(1, settings.jobs))
+    findings.sort(key=Finding.sort_key)
+    return Result(findings, len(files), time.perf_counter() - started, errors)

@@ -1,0 +1,27 @@
+"""The rule registry: one line per rule; codes are never reused (retired codes stay listed in RETIRED)."""
+from __future__ import annotations
+
+from .base import Rule
+from .global_mutation import GlobalMutation
+from .jit_in_loop import JitInLoop
+from .print_in_trace import PrintInTrace
+from .traced_if import TracedIf
+from .traced_while import TracedWhile
+
+RULES: tuple[type[Rule], ...] = (
+    TracedIf,
+    TracedWhile,
+    PrintInTrace,
+    GlobalMutation,
+    JitInLoop,
+)
+
+# The syntax-error pseudo-rule has no module: the parser reports it.
+SYNTAX_ERROR = ("JL901", "syntax-error", "The file does not parse, so it was not checked.")
+
+# Codes that were once assigned and must never be reused: code -> former slug.
+RETIRED: dict[str, str] = {}
+
+BY_NAME = {r.name: r for r in RULES}
+BY_CODE = {r.code: r for r in RULES}
+ALL_CODES = {r.code: r.name for r in RULES} | {SYNTAX_ERROR[0]: SYNTAX_ERROR[1]}

@@ -1,0 +1,96 @@
+"""The rule interface: a rule sees only the nodes it names in `visit_<NodeType>` methods and asks the model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Optional
+
+import libcst as cst
+
+from ..findings import Fix
+from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope
+
+
+@dataclass
+class Where:
+    """Where a visited node sits: its scope and innermost loop, and the model to ask."""
+
+    model: ModuleModel
+    scope: Scope
+    loop: Optional[LoopInfo]
+
+    @property
+    def traced(self) -> Optional[FunctionInfo]:
+        """The traced function the node is in, if any."""
+        return self.model.traced_function(self.scope)
+
+    @property
+    def function(self) -> Optional[FunctionInfo]:
+        return self.scope.function_scope()
+
+    def is_traced(self, expr: cst.BaseExpression) -> bool:
+        return self.model.is_traced(expr, self.scope)
+
+    def resolve(self, expr: cst.BaseExpression) -> Optional[str]:
+        return self.model.resolve(expr, self.scope)
+
+
+@dataclass
+class Report:
+    node: cst.CSTNode
+    message: str
+    function: Optional[FunctionInfo]
+    end_node: Optional[cst.CSTNode] = None  # where the span ends, when not at the end of `node`
+    fix: Optional[Fix] = None
+
+
+@dataclass
+class Rule:
+    """Base class for rules. Subclasses set the class variables and define `visit_<NodeType>` methods."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    # Rules that only make sense in traced code are skipped elsewhere by the runner.
+    anywhere: ClassVar[bool] = False
+
+    reports: list[Report] = field(default_factory=list)
+
+    def report(self, node: cst.CSTNode, message: str, where: Where, *, end_node: Optional[cst.CSTNode] = None,
+               fix: Optional[Fix] = None) -> None:
+        fn = where.traced if not self.anywhere else (where.traced or where.function)
+        self.reports.append(Report(node, message, fn, end_node, fix))
+
+    @classmethod
+    def visitors(cls) -> dict[type, str]:
+        out: dict[type, str] = {}
+        for attr in dir(cls):
+            if attr.startswith("visit_"):
+                out[getattr(cst, attr[len("visit_"):])] = attr
+        return out
+
+
+def function_label(fn: Optional[FunctionInfo]) -> str:
+    return f"`{fn.qualname}`" if fn is not None else "the traced function"
+
+
+_TRANSFORM_TEXT = {
+    "jit": "`jax.jit`", "pjit": "`pjit`", "pmap": "`jax.pmap`", "vmap": "`jax.vmap`", "grad": "`jax.grad`",
+    "value_and_grad": "`jax.value_and_grad`", "checkpoint": "`jax.checkpoint`", "filter_jit": "`eqx.filter_jit`",
+    "jacfwd": "`jax.jacfwd`", "jacrev": "`jax.jacrev`", "hessian": "`jax.hessian`",
+}
+
+
+def tracing_phrase(fn: FunctionInfo) -> str:
+    """How JAX reaches the function, for messages: "in `step` under `jax.jit`", "in `body` (a `lax.scan` body)"."""
+    t = fn.target
+    if t is None:
+        return f"in `{fn.qualname}`"
+    if t.transform == "helper":
+        chain = " -> ".join(f"`{q}`" for q in t.via) if t.via else "traced code"
+        return f"in `{fn.qualname}` (called from {chain})"
+    if t.transform in _TRANSFORM_TEXT:
+        return f"in `{fn.qualname}` under {_TRANSFORM_TEXT[t.transform]}"
+    return f"in `{fn.qualname}` (a `lax.{t.transform}` body)"
+
+
+VisitFn = Callable[[cst.CSTNode, Where], None]

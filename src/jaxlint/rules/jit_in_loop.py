@@ -1,0 +1,130 @@
+"""jit-in-loop: `jax.jit` of a callable built anew on each pass of a loop."""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ..jaxapi import JIT_LIKE
+from ..model import LoopInfo
+from .base import Rule, Where
+
+
+class JitInLoop(Rule):
+    """
+    ## What it does
+    Flags `jax.jit` (also `pjit`, `pmap`, `eqx.filter_jit`) inside a `for`/`while` loop or a
+    comprehension when the callable it is given is created anew on each pass: a `lambda`, a
+    `functools.partial(...)`, a function defined in the loop body, a bound method (`obj.method`), or
+    the result of another transform (`jax.grad(f)`, `jax.vmap(f)`). A `@jax.jit` decorator on a def
+    inside a loop is flagged too.
+
+    ## Why is this bad?
+    JAX caches compiled code per callable object. A new callable on every pass misses the cache, so
+    each iteration re-traces and re-compiles — often the slowest line of a training loop.
+    `jax.jit(named_function)` in a loop is fine: the function object is the same, and so is the cache.
+
+    ## Example
+    ```python
+    import jax
+
+    def scale(x, factor):
+        return x * factor
+
+    def run(xs):
+        out = []
+        for x in xs:
+            out.append(jax.jit(lambda v: scale(v, 2.0))(x))
+        return out
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+
+    def scale(x, factor):
+        return x * factor
+
+    def run(xs):
+        scale_twice = jax.jit(lambda v: scale(v, 2.0))
+        return [scale_twice(x) for x in xs]
+    ```
+
+    ## How it is verified
+    The jit expression is evaluated twice in its scope and JAX's own trace counter shows a second
+    trace rather than a cache hit.
+
+    ## Known limitations
+    A callable returned by a factory function (`jax.jit(make_step(cfg))`) is not flagged.
+
+    ## References
+    - https://docs.jax.dev/en/latest/jit-compilation.html#caching
+    """
+
+    code = "JL401"
+    name = "jit-in-loop"
+    summary = "`jax.jit` rebuilt on every loop iteration"
+    anywhere = True
+
+    def _fresh(self, expr: cst.BaseExpression, where: Where, loop: LoopInfo) -> Optional[str]:
+        """What makes the callable new on each pass, or None if it is the same object every time."""
+        model = where.model
+        if isinstance(expr, cst.Lambda):
+            return "a `lambda`"
+        if isinstance(expr, cst.Call):
+            q = where.resolve(expr.func)
+            if q == "functools.partial":
+                return "a `functools.partial`"
+            if q is not None and q in model.transforms:
+                return f"the result of `{q.split('.')[-1]}(...)`"
+            return None
+        if isinstance(expr, cst.Name):
+            fn = model.lookup_function(expr.value, where.scope)
+            if fn is not None and loop.encloses(fn.loop_at_def):
+                return f"`{expr.value}`, a function defined in the loop body"
+            l: Optional[LoopInfo] = loop
+            while l is not None:
+                for value in l.bound.get(expr.value, []):
+                    if value is not None and self._fresh(value, where, l):
+                        return f"`{expr.value}`, rebound in the loop to {self._fresh(value, where, l)}"
+                l = l.parent
+            return None
+        if isinstance(expr, cst.Attribute):
+            if where.resolve(expr) is not None:
+                return None  # a module attribute such as `jnp.sum` or `mymod.step`
+            root = expr.value
+            if isinstance(root, cst.Name) and root.value in model.root.classes:
+                return None  # `Class.method` is a plain function
+            return f"the bound method `{cst.Module([]).code_for_node(expr)}`"
+        return None
+
+    def visit_Call(self, node: cst.Call, where: Where) -> None:
+        loop = where.loop
+        if loop is None or where.resolve(node.func) not in JIT_LIKE or not node.args:
+            return
+        first = node.args[0]
+        if first.keyword is not None or first.star:
+            return
+        why = self._fresh(first.value, where, loop)
+        if why is None:
+            return
+        self.report(
+            node,
+            f"`jax.jit` of {why} inside a loop builds a new callable on every pass, so JAX re-traces and "
+            "re-compiles each time; create the jitted function once, before the loop.",
+            where,
+        )
+
+    def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:
+        loop = where.loop
+        if loop is None:
+            return
+        got = where.model.transform_of(node.decorator, where.scope)
+        if got is None or got[0].kind not in ("jit", "pjit", "pmap", "filter_jit"):
+            return
+        self.report(
+            node,
+            "A jitted function defined inside a loop is a new function on every pass, so JAX re-traces and "
+            "re-compiles each time; define it once, before the loop.",
+            where,
+        )

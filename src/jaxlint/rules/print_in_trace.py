@@ -1,0 +1,64 @@
+"""print-in-trace: the built-in `print` inside code JAX traces."""
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import Rule, Where, tracing_phrase
+
+
+class PrintInTrace(Rule):
+    """
+    ## What it does
+    Flags calls to the built-in `print` inside code that JAX traces, including helpers called from it
+    and the bodies of `lax` control flow.
+
+    ## Why is this bad?
+    Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
+    JAX traces it: `print` fires once per trace, shows abstract tracers instead of values, and never
+    runs on later calls. It leaves nothing in the compiled program. Under `vmap` or `grad` alone it
+    runs every call but still prints tracers.
+
+    ## Example
+    ```python
+    import jax
+
+    @jax.jit
+    def step(x):
+        print("x =", x)
+        return x * 2
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+
+    @jax.jit
+    def step(x):
+        jax.debug.print("x = {}", x)
+        return x * 2
+    ```
+
+    ## How it is verified
+    The function is traced, then called a second time with inputs of the same shapes: the print ran
+    during tracing, not on the second call, and the jaxpr has no effect for it.
+
+    ## Known limitations
+    Printing static values (shapes, dtypes) during tracing is sometimes intended; suppress those lines.
+
+    ## References
+    - https://docs.jax.dev/en/latest/debugging/print_breakpoint.html
+    """
+
+    code = "JL201"
+    name = "print-in-trace"
+    summary = "`print` in traced code"
+
+    def visit_Call(self, node: cst.Call, where: Where) -> None:
+        fn = where.traced
+        if fn is None or where.resolve(node.func) != "builtins.print":
+            return
+        if fn.cached:
+            what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
+        else:
+            what = "prints tracers instead of values"
+        self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where)

@@ -1,0 +1,116 @@
+"""traced-if: Python truth tests (`if`, ternary, `assert`, `and`/`or`/`not`, `bool()`) on traced values."""
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import Rule, Where, tracing_phrase
+
+
+class TracedIf(Rule):
+    """
+    ## What it does
+    Flags a Python `if`/`elif`, conditional expression, `assert`, `and`/`or`/`not`, chained
+    comparison or `bool(...)` whose truth depends on a value JAX traces abstractly (under `jax.jit`,
+    `vmap`, `pmap`, `checkpoint`, or inside a `lax.scan`/`fori_loop`/`while_loop`/`cond` body).
+
+    ## Why is this bad?
+    While tracing, arrays are abstract: JAX knows their shape and dtype but not their values, so it
+    cannot pick a branch. Calling `bool()` on a tracer raises `TracerBoolConversionError`.
+
+    ## Example
+    ```python
+    import jax
+
+    @jax.jit
+    def relu(x):
+        if x > 0:
+            return x
+        return 0.0 * x
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def relu(x):
+        return jnp.where(x > 0, x, 0.0)
+    ```
+    Use `jax.lax.cond` to choose between computations, or mark the argument static
+    (`static_argnums`/`static_argnames`) when it really is a Python value.
+
+    ## How it is verified
+    The function is traced with abstract inputs; a `TracerBoolConversionError` (or another
+    `ConcretizationTypeError`) whose traceback passes through the flagged line confirms it.
+
+    ## Known limitations
+    Under `jax.grad` or `value_and_grad` alone values are concrete and `if x > 0` works, so those
+    functions are not flagged. Truth tests of attributes of `self` are assumed static.
+
+    ## References
+    - https://docs.jax.dev/en/latest/errors.html#jax.errors.TracerBoolConversionError
+    - https://docs.jax.dev/en/latest/control-flow.html
+    """
+
+    code = "JL101"
+    name = "traced-if"
+    summary = "Python truth test on a traced value"
+
+    def _check(self, node: cst.CSTNode, test: cst.BaseExpression, what: str, where: Where,
+               end: cst.CSTNode | None = None) -> None:
+        fn = where.traced
+        if fn is None or not fn.abstract:
+            return
+        if where.model.truth_is_static(test, where.scope) or not where.is_traced(test):
+            return
+        self.report(
+            node,
+            f"Python {what} on a traced value {tracing_phrase(fn)} raises `TracerBoolConversionError`; "
+            f"use `jnp.where` or `jax.lax.cond`, or mark the argument static.",
+            where,
+            end_node=end,
+        )
+
+    def visit_If(self, node: cst.If, where: Where) -> None:
+        what = "`elif`" if id(node) in where.model.elif_nodes else "`if`"
+        self._check(node, node.test, what, where, end=node.test)
+
+    def visit_IfExp(self, node: cst.IfExp, where: Where) -> None:
+        self._check(node, node.test, "conditional expression", where)
+
+    def visit_Assert(self, node: cst.Assert, where: Where) -> None:
+        self._check(node, node.test, "`assert`", where)
+
+    def visit_CompIf(self, node: cst.CompIf, where: Where) -> None:
+        self._check(node, node.test, "comprehension `if`", where)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation, where: Where) -> None:
+        model = where.model
+        if model.is_test(node) or id(node) in model.nested_boolops:
+            return
+        operands = _flatten_boolop(node)
+        # Python calls bool() on every operand but the last.
+        for op in operands[:-1]:
+            if where.traced and not model.truth_is_static(op, where.scope) and where.is_traced(op):
+                word = "`and`" if isinstance(node.operator, cst.And) else "`or`"
+                self._check(node, op, word, where)
+                return
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation, where: Where) -> None:
+        if isinstance(node.operator, cst.Not) and not where.model.is_test(node):
+            self._check(node, node.expression, "`not`", where)
+
+    def visit_Call(self, node: cst.Call, where: Where) -> None:
+        if len(node.args) == 1 and not where.model.is_test(node) and where.resolve(node.func) == "builtins.bool":
+            self._check(node, node.args[0].value, "`bool()`", where)
+
+    def visit_Comparison(self, node: cst.Comparison, where: Where) -> None:
+        if len(node.comparisons) > 1 and not where.model.is_test(node):
+            self._check(node, node, "chained comparison", where)
+
+
+def _flatten_boolop(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.BooleanOperation):
+        return _flatten_boolop(node.left) + _flatten_boolop(node.right)
+    return [node]

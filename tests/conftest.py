@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Fixtures are data, not tests: never let pytest import them.
+collect_ignore_glob = [str(ROOT / "fixtures" / "*")]
