@@ -116,6 +116,25 @@ def _syntax_finding(path: str, line: int, col: int, message: str) -> Finding:
     return Finding(path, line, col, line, col, code, name, message, None, Verification("not-run", ""))
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _syntax_error(raw: bytes, path: str, exc: cst.ParserSyntaxError) -> Finding:
+    """CPython's own message and position where it agrees the file is invalid; libcst's otherwise."""
+    try:
+        compile(raw, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+    except SyntaxError as py:
+        if py.lineno:
+            return _syntax_finding(path, py.lineno, max(1, py.offset or 1),
+                                   f"Syntax error: {py.msg}; the file was not checked.")
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return _syntax_finding(path, exc.editor_line, exc.editor_column,
+                           f"Syntax error: {_one_line(exc)}; the file was not checked.")
+
+
 def _decode_lines(source: bytes, encoding: str) -> list[str]:
     return source.decode(encoding, errors="replace").splitlines()
 
@@ -134,12 +153,11 @@ def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None
     except cst.ParserSyntaxError as exc:
         if SYNTAX_ERROR[0] not in codes:
             return []
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid syntax"
-        return [_syntax_finding(path, exc.editor_line, exc.editor_column, f"Syntax error: {msg}; the file was not checked.")]
-    except (UnicodeDecodeError, LookupError) as exc:
+        return [_syntax_error(raw, path, exc)]
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         if SYNTAX_ERROR[0] not in codes:
             return []
-        return [_syntax_finding(path, 1, 1, f"Cannot decode the file ({exc}); the file was not checked.")]
+        return [_syntax_finding(path, 1, 1, f"Cannot decode the file ({_one_line(exc)}); the file was not checked.")]
     except RecursionError:
         if SYNTAX_ERROR[0] not in codes:
             return []
