@@ -225,6 +225,7 @@ class CallableRef:
     bound_names: frozenset[str] = frozenset()  # parameters bound by partial keywords
 
 
+_DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
@@ -1034,6 +1035,10 @@ class _Values:
         names = set(fn.traced_params)
         fn.traced_names = names
         containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS}
+        for call in fn.calls:  # `params.items()`, `batch.get("x")`: the name holds a dict
+            f = call.func
+            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
+                containers.add(f.value.value)
         fn.container_names = containers
         for _ in range(20):
             before = len(names)
