@@ -133,6 +133,10 @@ STATIC_ATTRS = frozenset(
     {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__"}
 )
 
+# Attributes of an array that are arrays again (any other attribute of a traced object that is not a
+# pytree JAX flattened is taken to be Python configuration).
+ARRAY_ATTRS = frozenset({"T", "mT", "H", "real", "imag", "at"})
+
 # Annotations that name a container: truthiness of such a value is static even when its leaves are traced.
 CONTAINER_ANNOTATIONS = frozenset(
     {"dict", "list", "tuple", "Dict", "List", "Tuple", "Mapping", "Sequence", "MutableMapping", "FrozenDict"}

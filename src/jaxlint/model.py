@@ -15,6 +15,7 @@ import libcst as cst
 from .findings import TraceTarget
 from .jaxapi import (
     ARRAY_ANNOTATIONS,
+    ARRAY_ATTRS,
     CALLBACKS,
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
@@ -170,6 +171,11 @@ class FunctionInfo(Scope):
     cached: bool = False
     transforms: set[str] = field(default_factory=set)
     traced_params: set[str] = field(default_factory=set)
+    # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
+    # value passed straight on): their attributes are leaves, hence traced. Other traced objects may
+    # be mixed Python objects whose attributes are configuration.
+    pytree_params: set[str] = field(default_factory=set)
+    pytree_names: set[str] = field(default_factory=set)
     traced_names: set[str] = field(default_factory=set)
     container_names: set[str] = field(default_factory=set)
     target: Optional[TraceTarget] = None
@@ -225,6 +231,7 @@ class CallableRef:
     bound_names: frozenset[str] = frozenset()  # parameters bound by partial keywords
 
 
+_PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
@@ -851,8 +858,8 @@ class _Tracer:
         if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
             ref = m.resolve_callable(call.args[0].value, scope)
             if ref is not None:
-                self.mark(ref.fn, {p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names},
-                          site_fn.abstract, site_fn.cached, "helper", site_fn)
+                leaves = {p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names}
+            self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn, pytrees=leaves)
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo]) -> None:
@@ -873,7 +880,7 @@ class _Tracer:
                                 if statics is not None and p.name in statics and p.index is not None and p.index >= offset)
             fn.target = TraceTarget(fn.qualname, 0, t.kind,
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn))
-        self.mark(fn, traced, abstract, t.cached, t.kind, None)
+        self.mark(fn, traced, abstract, t.cached, t.kind, None, pytrees=traced)
 
     def static_names(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int) -> Optional[set[str]]:
         """Names of parameters JAX treats as static under this transform; None when unknowable."""
@@ -924,8 +931,11 @@ class _Tracer:
         return out
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
-             caller: Optional[FunctionInfo]) -> None:
+             caller: Optional[FunctionInfo], pytrees: set[str] = frozenset()) -> None:  # type: ignore[assignment]
         grew = False
+        if pytrees - fn.pytree_params:
+            fn.pytree_params |= pytrees
+            grew = True
         if not fn.traced:
             fn.traced = True
             grew = True
@@ -966,6 +976,7 @@ class _Tracer:
                 continue
             callee = ref.fn
             traced: set[str] = set()
+            pytrees: set[str] = set()
             positional = [p for p in callee.params if p.index is not None]
             star = next((p for p in callee.params if p.star == "*"), None)
             kwstar = next((p for p in callee.params if p.star == "**"), None)
@@ -982,19 +993,24 @@ class _Tracer:
                     if is_t:
                         traced.update(p.name for p in callee.params if p.index is None or p.index >= pos)
                     continue
+                is_tree = is_t and values.is_pytree(a.value)
                 if a.keyword is not None:
                     p = callee.param(a.keyword.value)
                     target = p.name if p is not None else (kwstar.name if kwstar else None)
                     if target and is_t:
                         traced.add(target)
+                        if is_tree:
+                            pytrees.add(target)
                     continue
                 if pos < len(positional):
                     if is_t:
                         traced.add(positional[pos].name)
+                        if is_tree:
+                            pytrees.add(positional[pos].name)
                 elif star is not None and is_t:
                     traced.add(star.name)
                 pos += 1
-            self.mark(callee, traced, fn.abstract, fn.cached, "helper", fn)
+            self.mark(callee, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
 
 
 def _via(site_fn: Optional[FunctionInfo]) -> tuple[str, ...]:
@@ -1029,11 +1045,14 @@ class _Values:
         self.m = model
         self.fn = fn
         self._locals = fn.local_names
+        self._static_override: set[str] = set()
 
     def solve(self) -> None:
         fn = self.fn
         names = set(fn.traced_params)
         fn.traced_names = names
+        trees = set(fn.pytree_params)
+        fn.pytree_names = trees
         containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS}
         for call in fn.calls:  # `params.items()`, `batch.get("x")`: the name holds a dict
             f = call.func
@@ -1042,9 +1061,13 @@ class _Values:
         fn.container_names = containers
         for _ in range(20):
             before = len(names)
+            before_trees = len(trees)
             for target, value, how in fn.events:
                 if value is None:
                     continue
+                if how in ("=", "for") and self.is_pytree(value):
+                    for n in _target_names(target):
+                        trees.add(n)
                 if how == "for":
                     self._bind(target, self._elements(value), names)
                 elif how == "aug":
@@ -1054,7 +1077,7 @@ class _Values:
                     if isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
                         containers.add(target.value)
                     self._bind(target, self._unpack(value), names)
-            if len(names) == before:
+            if len(names) == before and len(trees) == before_trees:
                 break
 
     def _unpack(self, value: cst.BaseExpression) -> Union[bool, list]:
@@ -1068,7 +1091,7 @@ class _Values:
             fq = self.m.resolve(it.func, self.fn)
             if fq == "builtins.enumerate" and it.args:
                 return [False, self._elements(it.args[0].value)]
-            if fq == "builtins.zip":
+            if fq is not None and fq.rsplit(".", 1)[-1] in ("zip", "safe_zip"):
                 return [self._elements(a.value) for a in it.args]
             if fq in ("builtins.range", "builtins.reversed", "builtins.sorted") and it.args:
                 return any(self.traced(a.value) for a in it.args) if fq == "builtins.range" else self._elements(it.args[0].value)
@@ -1103,7 +1126,21 @@ class _Values:
 
     # ---- the question -----------------------------------------------------------------------
 
+    def _scalar_guards(self, e: cst.BaseExpression) -> set[str]:
+        """Names that `e` (when true) proves are Python scalars: `isinstance(n, int)`."""
+        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+            return self._scalar_guards(e.left) | self._scalar_guards(e.right)
+        if isinstance(e, cst.Call) and len(e.args) == 2 and isinstance(e.args[0].value, cst.Name) \
+                and self.m.resolve(e.func, self.fn) == "builtins.isinstance":
+            kinds = e.args[1].value
+            names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+            if all(dotted(n) in _PY_SCALARS for n in names):
+                return {e.args[0].value.value}
+        return set()
+
     def name_traced(self, name: str) -> bool:
+        if name in self._static_override:
+            return False
         fn = self.fn
         if name in self._locals:
             return name in fn.traced_names
@@ -1123,7 +1160,9 @@ class _Values:
         if isinstance(e, cst.Attribute):
             if e.attr.value in STATIC_ATTRS:
                 return False
-            return self.traced(e.value)
+            if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
+                return self.traced(e.value)
+            return False  # an attribute of a traced Python object: usually configuration
         if isinstance(e, cst.Subscript):
             return self.traced(e.value)
         if isinstance(e, cst.Call):
@@ -1135,7 +1174,17 @@ class _Values:
                 return False  # the bool() happens here; the result is a Python bool
             return self.traced(e.expression)
         if isinstance(e, cst.BooleanOperation):
-            return self.traced(e.left) or self.traced(e.right)
+            if self.traced(e.left):
+                return True
+            guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
+            if guarded:  # `isinstance(n, int) and n == 1`: n is a Python scalar on the right
+                saved = self._static_override
+                self._static_override = saved | guarded
+                try:
+                    return self.traced(e.right)
+                finally:
+                    self._static_override = saved
+            return self.traced(e.right)
         if isinstance(e, cst.Comparison):
             return self._compare_traced(e)
         if isinstance(e, cst.IfExp):
@@ -1154,6 +1203,23 @@ class _Values:
             return self.traced(e.value)
         if isinstance(e, cst.Await):
             return self.traced(e.expression)
+        return False
+
+    def is_pytree(self, e: cst.BaseExpression) -> bool:
+        """Whether the expression is (part of) a pytree JAX flattened: a chain of subscripts and
+        attributes rooted at such a parameter."""
+        while isinstance(e, (cst.Attribute, cst.Subscript)):
+            e = e.value
+        if not isinstance(e, cst.Name):
+            return False
+        name = e.value
+        if name in self._locals:
+            return name in self.fn.pytree_names
+        s = self.fn.parent
+        while s is not None:
+            if isinstance(s, FunctionInfo) and name in s.local_names:
+                return s.traced and name in s.pytree_names
+            s = s.parent
         return False
 
     def truth_is_static(self, e: cst.BaseExpression) -> bool:
@@ -1181,9 +1247,10 @@ class _Values:
             if qual.startswith(STAGING_MODULES):
                 return True
             if qual == "builtins.getattr" and len(e.args) >= 2:
-                attr = e.args[1].value
+                obj, attr = e.args[0].value, e.args[1].value
                 if isinstance(attr, cst.SimpleString) and attr.evaluated_value in STATIC_ATTRS:
                     return False
+                return self.is_pytree(obj) and self.traced(obj)
         func = e.func
         if isinstance(func, cst.Attribute):
             if func.attr.value in ("keys", "__len__"):
@@ -1191,6 +1258,16 @@ class _Values:
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         return any(self.traced(a.value) for a in e.args)
+
+
+def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for el in target.elements:
+            yield from _target_names(el.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
 
 
 def _flatten(value: Union[bool, list]) -> Iterator[bool]:
