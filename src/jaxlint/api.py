@@ -178,7 +178,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     from .rules.base import Where  # local: keeps the import graph of this module small
 
     for rec in model.records:
-        where = Where(model, rec.scope, rec.loop)
+        where = Where(model, rec.scope, rec.loop, rec.guards)
         for rule, visit in dispatch[type(rec.node)]:
             if not rule.anywhere and model.traced_function(rec.scope) is None:
                 continue

@@ -123,6 +123,10 @@ STATIC_CALLS = frozenset(
         "jax.default_backend",
         "jax.lax.axis_size",
         "jax.dtypes.canonicalize_dtype",
+        "jax.lax.broadcast_shapes",
+        "jax.numpy.broadcast_shapes",
+        "jax.eval_shape",
+        "equinox.filter_eval_shape",
         "jax.dtypes.issubdtype",
         "jax.dtypes.result_type",
     }

@@ -220,6 +220,7 @@ class Record:
     node: cst.CSTNode
     scope: Scope
     loop: Optional[LoopInfo]
+    guards: frozenset[str] = frozenset()  # names proven Python scalars by enclosing `if isinstance(...)`
 
 
 @dataclass
@@ -375,19 +376,26 @@ class ModuleModel:
         fn = scope.function_scope()
         return fn if fn is not None and fn.traced else None
 
-    def is_traced(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+    def is_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
         fn = scope.function_scope()
         if fn is None or not fn.traced:
             return False
-        return _Values(self, fn).traced(expr)
+        values = _Values(self, fn)
+        values._static_override = set(guards)
+        return values.traced(expr)
 
     def is_test(self, node: cst.CSTNode) -> bool:
         """Whether the node is (part of the boolean skeleton of) an if/while/assert/ternary test."""
         return id(node) in self.test_nodes
 
-    def truth_is_static(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+    def truth_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
+        """Whether a truth test of `expr` (if/while/and/or/not) would call bool() on a tracer."""
         fn = scope.function_scope()
-        return fn is not None and _Values(self, fn).truth_is_static(expr)
+        if fn is None or not fn.traced:
+            return False
+        values = _Values(self, fn)
+        values._static_override = set(guards)
+        return values.truth_traced(expr)
 
     def is_local(self, name: str, scope: Scope) -> bool:
         fn = scope.function_scope()
@@ -419,6 +427,7 @@ class ModuleModel:
 class _Builder:
     def __init__(self, model: ModuleModel) -> None:
         self.m = model
+        self.guards: frozenset[str] = frozenset()
 
     def build(self) -> None:
         for stmt in self.m.module.body:
@@ -429,7 +438,7 @@ class _Builder:
     def walk(self, node: cst.CSTNode, scope: Scope, loop: Optional[LoopInfo]) -> None:
         tp = type(node)
         if tp in self.m._wanted:
-            self.m.records.append(Record(node, scope, loop))
+            self.m.records.append(Record(node, scope, loop, self.guards))
         handler = _HANDLERS.get(tp)
         if handler is not None:
             handler(self, node, scope, loop)
@@ -475,6 +484,13 @@ class _Builder:
         return fn
 
     def on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        saved, self.guards = self.guards, frozenset()
+        try:
+            self._on_functiondef(node, scope, loop)
+        finally:
+            self.guards = saved
+
+    def _on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
         fn = self._new_function(node, node.name.value, scope, loop)
         fn.decorators = list(node.decorators)
         scope.defs[node.name.value] = fn
@@ -677,7 +693,10 @@ class _Builder:
             self.m.elif_nodes.add(id(node.orelse))
         self._mark_test(node.test)
         self.walk(node.test, scope, loop)
+        saved = self.guards
+        self.guards = saved | _scalar_guard_names(node.test)
         self.walk(node.body, scope, loop)
+        self.guards = saved
         if node.orelse is not None:
             self.walk(node.orelse, scope, loop)
 
@@ -737,6 +756,19 @@ _HANDLERS = {
 
 # ---------------------------------------------------------------------------------------------
 # Pass 2: which functions are traced, with which parameters traced, to a fixed point.
+
+
+def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
+    """Names that a true `e` proves to be Python scalars: `isinstance(n, int)` (and conjunctions)."""
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+        return _scalar_guard_names(e.left) | _scalar_guard_names(e.right)
+    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
+            and isinstance(e.args[0].value, cst.Name):
+        kinds = e.args[1].value
+        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if all(dotted(n) in _PY_SCALARS for n in names):
+            return frozenset({e.args[0].value.value})
+    return frozenset()
 
 
 def _int_values(expr: cst.BaseExpression) -> Optional[list[int]]:
@@ -817,6 +849,9 @@ class _Tracer:
         if qual is not None and qual in m.transforms:
             got = m.transforms[qual]
             opts = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            if got.statics == "vmap" and len(positional) > 1 and "in_axes" not in opts:
+                opts["in_axes"] = positional[1]
         elif isinstance(call.func, cst.Call):
             tr = m.transform_of(call.func, scope)
             if tr is not None:
@@ -859,7 +894,7 @@ class _Tracer:
             ref = m.resolve_callable(call.args[0].value, scope)
             if ref is not None:
                 leaves = {p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names}
-            self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn, pytrees=leaves)
+                self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn)
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo]) -> None:
@@ -874,13 +909,16 @@ class _Tracer:
                 continue
             if offset == 0 and fn.is_method and p is fn.params[0]:
                 continue  # self/cls: see jit-method-self
+            if _is_literal(p.default):
+                continue  # a flag with a Python default: a constant unless a caller passes it
             traced.add(p.name)
         if fn.target is None or (fn.target.transform == "helper" and site_fn is None):
             static_nums = tuple(p.index - offset for p in positional
                                 if statics is not None and p.name in statics and p.index is not None and p.index >= offset)
             fn.target = TraceTarget(fn.qualname, 0, t.kind,
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn))
-        self.mark(fn, traced, abstract, t.cached, t.kind, None, pytrees=traced)
+        # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
+        self.mark(fn, traced, abstract, t.cached, t.kind, None, pytrees=set() if t.statics == "filter" else traced)
 
     def static_names(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int) -> Optional[set[str]]:
         """Names of parameters JAX treats as static under this transform; None when unknowable."""
@@ -1013,6 +1051,18 @@ class _Tracer:
             self.mark(callee, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
 
 
+def _is_literal(expr: Optional[cst.BaseExpression]) -> bool:
+    if expr is None:
+        return False
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False", "None")
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _is_literal(expr.expression)
+    return False
+
+
 def _via(site_fn: Optional[FunctionInfo]) -> tuple[str, ...]:
     """The chain of traced callers through which a function is reached, outermost first."""
     if site_fn is None:
@@ -1127,16 +1177,7 @@ class _Values:
     # ---- the question -----------------------------------------------------------------------
 
     def _scalar_guards(self, e: cst.BaseExpression) -> set[str]:
-        """Names that `e` (when true) proves are Python scalars: `isinstance(n, int)`."""
-        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
-            return self._scalar_guards(e.left) | self._scalar_guards(e.right)
-        if isinstance(e, cst.Call) and len(e.args) == 2 and isinstance(e.args[0].value, cst.Name) \
-                and self.m.resolve(e.func, self.fn) == "builtins.isinstance":
-            kinds = e.args[1].value
-            names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-            if all(dotted(n) in _PY_SCALARS for n in names):
-                return {e.args[0].value.value}
-        return set()
+        return set(_scalar_guard_names(e))
 
     def name_traced(self, name: str) -> bool:
         if name in self._static_override:
@@ -1164,6 +1205,9 @@ class _Values:
                 return self.traced(e.value)
             return False  # an attribute of a traced Python object: usually configuration
         if isinstance(e, cst.Subscript):
+            if not self.is_pytree(e.value) and any(
+                    isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString) for el in e.slice):
+                return False  # obj["key"] on a Python object: arrays have no string keys
             return self.traced(e.value)
         if isinstance(e, cst.Call):
             return self._call_traced(e)
@@ -1222,9 +1266,38 @@ class _Values:
             s = s.parent
         return False
 
-    def truth_is_static(self, e: cst.BaseExpression) -> bool:
-        """`if params:` on a container is a static length test, not a bool() of a tracer."""
-        return isinstance(e, cst.Name) and e.value in self.fn.container_names
+    def truth_traced(self, e: cst.BaseExpression) -> bool:
+        """Whether Python's truth test of `e` (in `if`, `while`, `and`, `not` ...) calls bool() on a tracer.
+
+        `if params:` on a container is a static length test; a call to a function JAX does not
+        define, used directly as a condition (`if is_array(x)`, `if not_tracer(i)`), is taken to be a
+        Python predicate.
+        """
+        if isinstance(e, cst.BooleanOperation):
+            if self.truth_traced(e.left):
+                return True
+            guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
+            saved = self._static_override
+            self._static_override = saved | guarded
+            try:
+                return self.truth_traced(e.right)
+            finally:
+                self._static_override = saved
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            return self.truth_traced(e.expression)
+        if isinstance(e, cst.Name) and e.value in self.fn.container_names:
+            return False
+        if isinstance(e, cst.Call) and self._is_predicate_call(e):
+            return False
+        return self.traced(e)
+
+    def _is_predicate_call(self, e: cst.Call) -> bool:
+        qual = self.m.resolve(e.func, self.fn)
+        if qual is not None and (qual.startswith(STAGING_MODULES) or qual == "builtins.bool"):
+            return False
+        if isinstance(e.func, cst.Attribute) and self.traced(e.func.value):
+            return False  # x.any(), x.all()
+        return True
 
     def _compare_traced(self, e: cst.Comparison) -> bool:
         operands = [e.left] + [c.comparator for c in e.comparisons]

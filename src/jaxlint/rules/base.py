@@ -17,6 +17,7 @@ class Where:
     model: ModuleModel
     scope: Scope
     loop: Optional[LoopInfo]
+    guards: frozenset[str] = frozenset()
 
     @property
     def traced(self) -> Optional[FunctionInfo]:
@@ -28,7 +29,10 @@ class Where:
         return self.scope.function_scope()
 
     def is_traced(self, expr: cst.BaseExpression) -> bool:
-        return self.model.is_traced(expr, self.scope)
+        return self.model.is_traced(expr, self.scope, self.guards)
+
+    def truth_traced(self, expr: cst.BaseExpression) -> bool:
+        return self.model.truth_traced(expr, self.scope, self.guards)
 
     def resolve(self, expr: cst.BaseExpression) -> Optional[str]:
         return self.model.resolve(expr, self.scope)

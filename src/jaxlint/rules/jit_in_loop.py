@@ -55,7 +55,9 @@ class JitInLoop(Rule):
     trace rather than a cache hit.
 
     ## Known limitations
-    A callable returned by a factory function (`jax.jit(make_step(cfg))`) is not flagged.
+    A callable returned by a factory function (`jax.jit(make_step(cfg))`) is not flagged, nor is
+    `obj.attr` unless `obj` is `self` or was built by a constructor call (`model = MLP(...)`):
+    attributes of other objects may be plain functions, the same object on every access.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -89,14 +91,35 @@ class JitInLoop(Rule):
                         return f"`{expr.value}`, rebound in the loop to {self._fresh(value, where, l)}"
                 l = l.parent
             return None
-        if isinstance(expr, cst.Attribute):
-            if where.resolve(expr) is not None:
-                return None  # a module attribute such as `jnp.sum` or `mymod.step`
-            root = expr.value
-            if isinstance(root, cst.Name) and root.value in model.root.classes:
-                return None  # `Class.method` is a plain function
-            return f"the bound method `{cst.Module([]).code_for_node(expr)}`"
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and self._is_instance(expr.value, where):
+            return f"the bound method `{expr.value.value}.{expr.attr.value}`"
         return None
+
+    def _is_instance(self, name: cst.Name, where: Where) -> bool:
+        """Whether `name` is known to hold a class instance, so `name.method` is a new bound method each time.
+
+        `self` in a method is; so is a name assigned from a constructor call (`model = MLP(...)`, a class
+        of this module or any capitalised callable). Other objects are not assumed: `opt.update` on an
+        optax transformation is a plain function stored in a tuple, the same object on every access.
+        """
+        model = where.model
+        fn = where.function
+        if fn is not None and fn.is_method and fn.params and fn.params[0].name == name.value:
+            return True
+        owner = model.owner_of(name.value, where.scope)
+        if owner is None:
+            return False
+        values = owner.assigned.get(name.value, [])
+        if not values:
+            return False
+        for value in values:
+            if not isinstance(value, cst.Call):
+                return False
+            callee = value.func.attr.value if isinstance(value.func, cst.Attribute) else (
+                value.func.value if isinstance(value.func, cst.Name) else "")
+            if not (callee[:1].isupper() or callee in model.root.classes):
+                return False
+        return True
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
         loop = where.loop

@@ -62,7 +62,7 @@ class TracedIf(Rule):
         fn = where.traced
         if fn is None or not fn.abstract:
             return
-        if where.model.truth_is_static(test, where.scope) or not where.is_traced(test):
+        if not where.truth_traced(test):
             return
         self.report(
             node,
@@ -89,13 +89,9 @@ class TracedIf(Rule):
         model = where.model
         if model.is_test(node) or id(node) in model.nested_boolops:
             return
-        operands = _flatten_boolop(node)
-        # Python calls bool() on every operand but the last.
-        for op in operands[:-1]:
-            if where.traced and not model.truth_is_static(op, where.scope) and where.is_traced(op):
-                word = "`and`" if isinstance(node.operator, cst.And) else "`or`"
-                self._check(node, op, word, where)
-                return
+        # Python calls bool() on every operand but the last (libcst nests `a and b and c` to the left).
+        word = "`and`" if isinstance(node.operator, cst.And) else "`or`"
+        self._check(node, node.left, word, where)
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation, where: Where) -> None:
         if isinstance(node.operator, cst.Not) and not where.model.is_test(node):
@@ -109,8 +105,3 @@ class TracedIf(Rule):
         if len(node.comparisons) > 1 and not where.model.is_test(node):
             self._check(node, node, "chained comparison", where)
 
-
-def _flatten_boolop(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if isinstance(node, cst.BooleanOperation):
-        return _flatten_boolop(node.left) + _flatten_boolop(node.right)
-    return [node]

@@ -57,7 +57,7 @@ class TracedWhile(Rule):
         fn = where.traced
         if fn is None or not fn.abstract:
             return
-        if where.model.truth_is_static(node.test, where.scope) or not where.is_traced(node.test):
+        if not where.truth_traced(node.test):
             return
         self.report(
             node,
