@@ -184,3 +184,86 @@ CALLBACKS = frozenset(
         "jax.experimental.host_callback.call",
     }
 )
+
+# Functions whose arguments must be static sizes: qualified name -> (positional indices, keyword names).
+SHAPE_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+for _mod in ("jax.numpy", "numpy"):
+    SHAPE_ARGS.update({
+        f"{_mod}.zeros": ((0,), ("shape",)),
+        f"{_mod}.ones": ((0,), ("shape",)),
+        f"{_mod}.empty": ((0,), ("shape",)),
+        f"{_mod}.full": ((0,), ("shape",)),
+        f"{_mod}.arange": ((0, 1, 2), ("start", "stop", "step")),
+        f"{_mod}.eye": ((0, 1), ("N", "M")),
+        f"{_mod}.identity": ((0,), ("n",)),
+        f"{_mod}.tri": ((0, 1), ("N", "M")),
+        f"{_mod}.linspace": ((2,), ("num",)),
+        f"{_mod}.logspace": ((2,), ("num",)),
+        f"{_mod}.geomspace": ((2,), ("num",)),
+        f"{_mod}.reshape": ((1,), ("shape", "newshape")),
+        f"{_mod}.broadcast_to": ((1,), ("shape",)),
+        f"{_mod}.tile": ((1,), ("reps",)),
+        f"{_mod}.resize": ((1,), ("new_shape",)),
+        f"{_mod}.pad": ((1,), ("pad_width",)),
+    })
+SHAPE_ARGS.update({
+    "jax.lax.full": ((0,), ("shape",)),
+    "jax.lax.iota": ((1,), ("size",)),
+    "jax.lax.broadcast": ((1,), ("sizes",)),
+    "jax.lax.broadcast_in_dim": ((1,), ("shape",)),
+    "jax.lax.reshape": ((1,), ("new_sizes",)),
+    "jax.lax.dynamic_slice": ((2,), ("slice_sizes",)),
+    "jax.lax.dynamic_slice_in_dim": ((2,), ("slice_size",)),
+    "jax.random.split": ((1,), ("num",)),
+    "jax.nn.one_hot": ((1,), ("num_classes",)),
+    "builtins.range": ((0, 1, 2), ()),
+})
+# jax.random samplers: the positional index of `shape`, which is also accepted as a keyword.
+_RANDOM_SHAPE_POS = {
+    "normal": 1, "uniform": 1, "randint": 1, "gumbel": 1, "exponential": 1, "laplace": 1, "logistic": 1,
+    "cauchy": 1, "rademacher": 1, "bits": 1, "bernoulli": 2, "truncated_normal": 3, "choice": 2,
+    "categorical": 3, "poisson": 2, "gamma": 2, "beta": 3, "dirichlet": 2, "multivariate_normal": 3,
+    "t": 2, "chisquare": 2, "orthogonal": 2, "permutation": -1,
+}
+for _name, _pos in _RANDOM_SHAPE_POS.items():
+    SHAPE_ARGS[f"jax.random.{_name}"] = (((_pos,) if _pos >= 0 else ()), ("shape",))
+# Array methods whose arguments are sizes.
+SHAPE_METHODS = frozenset({"reshape", "broadcast_to", "tile", "resize"})
+
+# Functions that need `size=` under tracing when given one argument (or always).
+NONZERO_LIKE = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "unique_values", "unique_counts",
+                          "unique_inverse", "unique_all", "compress", "extract", "union1d", "intersect1d",
+                          "setdiff1d", "setxor1d"})
+
+# NumPy functions that convert their argument to a NumPy array (fail on tracers).
+NUMPY_CONVERTING = frozenset({
+    "asarray", "array", "ascontiguousarray", "asanyarray", "copy", "exp", "log", "log1p", "log2", "log10",
+    "expm1", "sqrt", "square", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh",
+    "tanh", "abs", "absolute", "sign", "floor", "ceil", "rint", "round", "maximum", "minimum", "add", "subtract",
+    "multiply", "divide", "true_divide", "power", "mod", "clip", "where", "isnan", "isinf", "isfinite",
+    "logical_and", "logical_or", "logical_not", "dot", "matmul", "einsum", "concatenate", "stack", "argmax",
+    "argmin", "sort", "argsort", "cumsum", "cumprod", "diff", "outer", "histogram", "unique", "nonzero",
+    "allclose", "array_equal", "float32", "float64", "int32", "int64",
+})
+
+# Calls whose result depends on the world, not the arguments: baked in as constants when traced.
+IMPURE_CALLS = frozenset({
+    "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
+    "time.monotonic_ns", "time.process_time", "time.sleep", "datetime.datetime.now", "datetime.datetime.utcnow",
+    "datetime.datetime.today", "datetime.date.today", "builtins.input", "builtins.open", "os.getenv",
+    "os.environ.get", "os.urandom", "uuid.uuid1", "uuid.uuid4", "socket.socket", "socket.create_connection",
+    "urllib.request.urlopen", "requests.get", "requests.post", "secrets.token_bytes", "secrets.token_hex",
+    "secrets.randbelow", "secrets.choice",
+})
+IMPURE_PREFIXES = ("random.", "numpy.random.", "requests.", "urllib.request.", "http.client.", "socket.")
+
+# jax.random functions that consume a key (everything but constructors and key-data helpers).
+KEY_MAKERS = frozenset({"PRNGKey", "key", "wrap_key_data", "key_data", "key_impl", "clone", "key_impl"})
+
+# Class decorators and bases that make instances pytrees (so `self` is a valid traced argument).
+PYTREE_CLASS_DECORATORS = frozenset({
+    "flax.struct.dataclass", "jax.tree_util.register_pytree_node_class", "jax.tree_util.register_dataclass",
+    "chex.dataclass", "jax.tree_util.register_static", "equinox.filter_jit",
+})
+PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
+                          "flax.nnx.Pytree", "penzai.core.struct.Struct", "simple_pytree.Pytree"})

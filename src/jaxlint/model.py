@@ -131,6 +131,10 @@ class Scope:
     assigned: dict[str, list[Optional[cst.BaseExpression]]] = field(default_factory=dict)
     declared_global: set[str] = field(default_factory=set)
     declared_nonlocal: set[str] = field(default_factory=set)
+    # name -> source-order stamps of its bindings in this scope (for "rebound after the def")
+    bind_order: dict[str, list[int]] = field(default_factory=dict)
+    loop_bound: set[str] = field(default_factory=set)  # names rebound by a loop in this scope
+    order: int = 0  # source-order stamp of the scope's definition
 
     def binds(self, name: str) -> bool:
         return name in self.assigned or name in self.defs or name in self.classes or name in self.imports
@@ -232,6 +236,10 @@ class CallableRef:
     bound_names: frozenset[str] = frozenset()  # parameters bound by partial keywords
 
 
+_BOOL_FUNCS = frozenset({
+    "isnan", "isinf", "isfinite", "isposinf", "isneginf", "logical_and", "logical_or", "logical_not", "logical_xor",
+    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "isclose", "signbit", "isin",
+})
 _PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -377,12 +385,8 @@ class ModuleModel:
         return fn if fn is not None and fn.traced else None
 
     def is_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
-        fn = scope.function_scope()
-        if fn is None or not fn.traced:
-            return False
-        values = _Values(self, fn)
-        values._static_override = set(guards)
-        return values.traced(expr)
+        values = self.values(scope, guards)
+        return values is not None and values.traced(expr)
 
     def is_test(self, node: cst.CSTNode) -> bool:
         """Whether the node is (part of the boolean skeleton of) an if/while/assert/ternary test."""
@@ -390,12 +394,17 @@ class ModuleModel:
 
     def truth_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
         """Whether a truth test of `expr` (if/while/and/or/not) would call bool() on a tracer."""
+        values = self.values(scope, guards)
+        return values is not None and values.truth_traced(expr)
+
+    def values(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional["Values"]:
+        """The traced-value oracle of the traced function around `scope`, or None outside traced code."""
         fn = scope.function_scope()
         if fn is None or not fn.traced:
-            return False
-        values = _Values(self, fn)
+            return None
+        values = Values(self, fn)
         values._static_override = set(guards)
-        return values.truth_traced(expr)
+        return values
 
     def is_local(self, name: str, scope: Scope) -> bool:
         fn = scope.function_scope()
@@ -428,14 +437,18 @@ class _Builder:
     def __init__(self, model: ModuleModel) -> None:
         self.m = model
         self.guards: frozenset[str] = frozenset()
+        self.counter = 0
 
     def build(self) -> None:
+        if cst.Module in self.m._wanted:
+            self.m.records.append(Record(self.m.module, self.m.root, None))
         for stmt in self.m.module.body:
             self.walk(stmt, self.m.root, None)
 
     # The walk is recursive on purpose: scopes and loops are passed down explicitly, so no
     # enter/leave state can go stale on nested definitions.
     def walk(self, node: cst.CSTNode, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.counter += 1
         tp = type(node)
         if tp in self.m._wanted:
             self.m.records.append(Record(node, scope, loop, self.guards))
@@ -475,6 +488,7 @@ class _Builder:
         fn = FunctionInfo("function", name, qual, scope, node)
         fn.params = self._params(node.params)
         fn.loop_at_def = loop
+        fn.order = self.counter
         if isinstance(scope, ClassInfo) and isinstance(node, cst.FunctionDef):
             fn.cls = scope
             decos = {dotted(d.decorator) for d in node.decorators}
@@ -562,8 +576,10 @@ class _Builder:
             if name in scope.defs and value is not None and not isinstance(value, cst.Lambda):
                 del scope.defs[name]
             scope.assigned.setdefault(name, []).append(value)
+            scope.bind_order.setdefault(name, []).append(self.counter)
             if loop is not None:
                 loop.bound.setdefault(name, []).append(value)
+                scope.loop_bound.add(name)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
                 inner = el.value
@@ -601,7 +617,9 @@ class _Builder:
         self.walk(node.value, scope, loop)
         if isinstance(node.target, cst.Name):
             scope.assigned.setdefault(node.target.value, []).append(None)
+            scope.bind_order.setdefault(node.target.value, []).append(self.counter)
             if loop is not None:
+                scope.loop_bound.add(node.target.value)
                 loop.bound.setdefault(node.target.value, []).append(None)
         else:
             self.walk(node.target, scope, loop)
@@ -824,14 +842,14 @@ class _Tracer:
         while True:
             self.changed = False
             for fn in [f for f in m.functions if f.traced]:
-                _Values(m, fn).solve()
+                Values(m, fn).solve()
                 self.follow_calls(fn)
             rounds += 1
             if not self.changed or rounds > 50:
                 break
         for fn in m.functions:
             if fn.traced and not fn.traced_names:
-                _Values(m, fn).solve()
+                Values(m, fn).solve()
 
     def seed_calls(self, only_in: Optional[FunctionInfo]) -> None:
         m = self.m
@@ -898,7 +916,7 @@ class _Tracer:
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo]) -> None:
-        statics = self.static_names(fn, t, opts, offset)
+        statics = static_param_names(fn, t, opts, offset)
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         traced = set()
@@ -919,54 +937,6 @@ class _Tracer:
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached, t.kind, None, pytrees=set() if t.statics == "filter" else traced)
-
-    def static_names(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int) -> Optional[set[str]]:
-        """Names of parameters JAX treats as static under this transform; None when unknowable."""
-        positional = [p for p in fn.params if p.index is not None]
-        out: set[str] = set()
-
-        def by_index(expr: cst.BaseExpression) -> bool:
-            nums = _int_values(expr)
-            if nums is None:
-                return False
-            usable = positional[offset:]
-            for n in nums:
-                if -len(usable) <= n < len(usable):
-                    out.add(usable[n].name)
-            return True
-
-        if t.statics == "jit":
-            for key in ("static_argnums",):
-                if key in opts and not by_index(opts[key]):
-                    return None
-            if "static_argnames" in opts:
-                names = _str_values(opts["static_argnames"])
-                if names is None:
-                    return None
-                out.update(names)
-        elif t.statics == "pmap":
-            if "static_broadcasted_argnums" in opts and not by_index(opts["static_broadcasted_argnums"]):
-                return None
-        elif t.statics == "vmap":
-            axes = opts.get("in_axes")
-            if axes is not None:
-                if isinstance(axes, cst.Name) and axes.value == "None":
-                    return None
-                if isinstance(axes, (cst.Tuple, cst.List)):
-                    usable = positional[offset:]
-                    for i, el in enumerate(axes.elements):
-                        if isinstance(el.value, cst.Name) and el.value.value == "None" and i < len(usable):
-                            out.add(usable[i].name)
-        elif t.statics == "filter":
-            for p in fn.params:
-                ann = p.annotation
-                if ann in NON_ARRAY_ANNOTATIONS:
-                    out.add(p.name)
-                elif ann is None and p.has_default and isinstance(
-                        p.default, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.ConcatenatedString)):
-                    if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
-                        out.add(p.name)
-        return out
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset()) -> None:  # type: ignore[assignment]
@@ -996,7 +966,7 @@ class _Tracer:
 
     def follow_calls(self, fn: FunctionInfo) -> None:
         m = self.m
-        values = _Values(m, fn)
+        values = Values(m, fn)
         for call in fn.calls:
             qual = m.resolve(call.func, fn)
             if qual is not None and (qual in CALLBACKS or qual in m.transforms or qual in LAX_BODIES):
@@ -1051,6 +1021,55 @@ class _Tracer:
             self.mark(callee, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
 
 
+def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int) -> Optional[set[str]]:
+    """Names of parameters JAX treats as static under this transform; None when unknowable."""
+    positional = [p for p in fn.params if p.index is not None]
+    out: set[str] = set()
+
+    def by_index(expr: cst.BaseExpression) -> bool:
+        nums = _int_values(expr)
+        if nums is None:
+            return False
+        usable = positional[offset:]
+        for n in nums:
+            if -len(usable) <= n < len(usable):
+                out.add(usable[n].name)
+        return True
+
+    if t.statics == "jit":
+        for key in ("static_argnums",):
+            if key in opts and not by_index(opts[key]):
+                return None
+        if "static_argnames" in opts:
+            names = _str_values(opts["static_argnames"])
+            if names is None:
+                return None
+            out.update(names)
+    elif t.statics == "pmap":
+        if "static_broadcasted_argnums" in opts and not by_index(opts["static_broadcasted_argnums"]):
+            return None
+    elif t.statics == "vmap":
+        axes = opts.get("in_axes")
+        if axes is not None:
+            if isinstance(axes, cst.Name) and axes.value == "None":
+                return None
+            if isinstance(axes, (cst.Tuple, cst.List)):
+                usable = positional[offset:]
+                for i, el in enumerate(axes.elements):
+                    if isinstance(el.value, cst.Name) and el.value.value == "None" and i < len(usable):
+                        out.add(usable[i].name)
+    elif t.statics == "filter":
+        for p in fn.params:
+            ann = p.annotation
+            if ann in NON_ARRAY_ANNOTATIONS:
+                out.add(p.name)
+            elif ann is None and p.has_default and isinstance(
+                    p.default, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.ConcatenatedString)):
+                if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
+                    out.add(p.name)
+    return out
+
+
 def _is_literal(expr: Optional[cst.BaseExpression]) -> bool:
     if expr is None:
         return False
@@ -1090,7 +1109,7 @@ def _arg(call: cst.Call, pos: int, kw: str) -> Optional[cst.BaseExpression]:
 # Traced values inside one traced function: a flow-insensitive fixed point over its bindings.
 
 
-class _Values:
+class Values:
     def __init__(self, model: ModuleModel, fn: FunctionInfo) -> None:
         self.m = model
         self.fn = fn
@@ -1264,6 +1283,31 @@ class _Values:
             if isinstance(s, FunctionInfo) and name in s.local_names:
                 return s.traced and name in s.pytree_names
             s = s.parent
+        return False
+
+    def is_bool_array(self, e: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether `e` is a traced boolean array (a mask): comparisons, `~`/`&`/`|` of masks,
+        `jnp.isnan`-style predicates, `.astype(bool)`, or a name bound to one."""
+        if depth > 8 or not self.traced(e):
+            return False
+        if isinstance(e, cst.Comparison):
+            return True
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.BitInvert):
+            return self.is_bool_array(e.expression, depth + 1)
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return self.is_bool_array(e.left, depth + 1) or self.is_bool_array(e.right, depth + 1)
+        if isinstance(e, cst.Call):
+            q = self.m.resolve(e.func, self.fn)
+            if q is not None and q.startswith("jax.numpy.") and q[len("jax.numpy."):] in _BOOL_FUNCS:
+                return True
+            if isinstance(e.func, cst.Attribute) and e.func.attr.value == "astype" and e.args:
+                t = dotted(e.args[0].value) or ""
+                return t.split(".")[-1] in ("bool", "bool_")
+            return False
+        if isinstance(e, cst.Name):
+            values = [v for t, v, how in self.fn.events
+                      if how == "=" and isinstance(t, cst.Name) and t.value == e.value]
+            return bool(values) and all(v is not None and self.is_bool_array(v, depth + 1) for v in values)
         return False
 
     def truth_traced(self, e: cst.BaseExpression) -> bool:

@@ -1,11 +1,19 @@
 """The rule registry: one line per rule; codes are never reused (retired codes stay listed in RETIRED)."""
 from __future__ import annotations
 
+from .array_item_assignment import ArrayItemAssignment
 from .base import Rule
 from .global_mutation import GlobalMutation
+from .impure_call import ImpureCall
 from .jit_in_loop import JitInLoop
+from .jit_method_self import JitMethodSelf
 from .print_in_trace import PrintInTrace
+from .prng_key_reuse import PrngKeyReuse
+from .stale_global import StaleGlobal
+from .traced_bool_index import TracedBoolIndex
+from .traced_conversion import TracedConversion
 from .traced_if import TracedIf
+from .traced_shape import TracedShape
 from .traced_while import TracedWhile
 
 RULES: tuple[type[Rule], ...] = (
@@ -13,7 +21,15 @@ RULES: tuple[type[Rule], ...] = (
     TracedWhile,
     PrintInTrace,
     GlobalMutation,
+    ImpureCall,
+    StaleGlobal,
+    TracedShape,
+    TracedBoolIndex,
+    TracedConversion,
+    ArrayItemAssignment,
     JitInLoop,
+    JitMethodSelf,
+    PrngKeyReuse,
 )
 
 # The syntax-error pseudo-rule has no module: the parser reports it.

@@ -7,7 +7,7 @@ from typing import Callable, ClassVar, Optional
 import libcst as cst
 
 from ..findings import Fix
-from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope
+from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope, Values
 
 
 @dataclass
@@ -30,6 +30,10 @@ class Where:
 
     def is_traced(self, expr: cst.BaseExpression) -> bool:
         return self.model.is_traced(expr, self.scope, self.guards)
+
+    @property
+    def values(self) -> Optional["Values"]:
+        return self.model.values(self.scope, self.guards)
 
     def truth_traced(self, expr: cst.BaseExpression) -> bool:
         return self.model.truth_traced(expr, self.scope, self.guards)

@@ -1,0 +1,132 @@
+"""array-item-assignment: in-place item assignment on a JAX array."""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ..jaxapi import ARRAY_ANNOTATIONS, STAGING_MODULES
+from ..model import FunctionInfo, Scope
+from .base import Rule, Where
+
+_AUG = {
+    cst.AddAssign: "add", cst.SubtractAssign: "subtract", cst.MultiplyAssign: "multiply",
+    cst.DivideAssign: "divide", cst.PowerAssign: "power",
+}
+
+
+class ArrayItemAssignment(Rule):
+    """
+    ## What it does
+    Flags `x[i] = v`, `x[i] += v` and `x[a:b] = v` where `x` is known to be a JAX array: built by a
+    `jnp.*`/`jax.random.*` call, annotated `jax.Array`/`jnp.ndarray`, or a traced argument of a
+    jitted function. Anywhere, not only in traced code.
+
+    ## Why is this bad?
+    JAX arrays are immutable: item assignment raises
+    `TypeError: JAX arrays are immutable and do not support in-place item assignment`.
+
+    ## Example
+    ```python
+    import jax.numpy as jnp
+
+    def one_hot(i, n):
+        x = jnp.zeros(n)
+        x[i] = 1.0
+        return x
+    ```
+
+    ## Use instead
+    ```python
+    import jax.numpy as jnp
+
+    def one_hot(i, n):
+        x = jnp.zeros(n)
+        x = x.at[i].set(1.0)
+        return x
+    ```
+    (`x[i] += v` becomes `x = x.at[i].add(v)`; also `.multiply`, `.divide`, `.power`, `.min`, `.max`.)
+
+    ## How it is verified
+    Running the statement raises JAX's immutability `TypeError`.
+
+    ## Known limitations
+    Arrays returned by functions other than JAX's own are not recognised.
+
+    ## References
+    - https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html
+    """
+
+    code = "JL304"
+    name = "array-item-assignment"
+    summary = "in-place item assignment on a JAX array"
+    anywhere = True
+
+    def _is_jax_array(self, name: str, where: Where) -> bool:
+        model = where.model
+        owner = model.owner_of(name, where.scope)
+        if owner is None:
+            return False
+        if isinstance(owner, FunctionInfo):
+            p = owner.param(name)
+            if p is not None:
+                if p.annotation in ARRAY_ANNOTATIONS:
+                    return True
+                if owner.traced and name in owner.pytree_params and name not in owner.container_names \
+                        and name in owner.traced_params and not owner.assigned.get(name):
+                    return True
+                return False
+        values = owner.assigned.get(name, [])
+        return bool(values) and all(v is not None and self._jax_value(v, owner, where) for v in values)
+
+    def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
+        if isinstance(value, cst.Call):
+            q = where.model.resolve(value.func, owner)
+            if q is not None and q.startswith(STAGING_MODULES):
+                return True
+            if isinstance(value.func, cst.Attribute) and value.func.attr.value in ("set", "add", "multiply", "min",
+                                                                                    "max", "divide", "power", "astype"):
+                return isinstance(value.func.value, (cst.Subscript, cst.Name, cst.Attribute))
+        return False
+
+    def _target(self, target: cst.BaseExpression) -> Optional[cst.Name]:
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            for el in target.slice:
+                if isinstance(el.slice, cst.Index) and isinstance(el.slice.value, (cst.SimpleString, cst.FormattedString)):
+                    return None  # a string key: a dict
+            return target.value
+        return None
+
+    def _flag(self, node: cst.CSTNode, name: str, index: str, method: str, value: str, where: Where) -> None:
+        self.report(
+            node,
+            f"JAX arrays are immutable, so assigning into `{name}[{index}]` raises `TypeError`; "
+            f"write `{name} = {name}.at[{index}].{method}({value})`.",
+            where,
+        )
+
+    def visit_Assign(self, node: cst.Assign, where: Where) -> None:
+        for t in node.targets:
+            name = self._target(t.target)
+            if name is not None and self._is_jax_array(name.value, where):
+                sub = t.target
+                assert isinstance(sub, cst.Subscript)
+                self._flag(node, name.value, _code(sub.slice), "set", _code(node.value), where)
+                return
+
+    def visit_AugAssign(self, node: cst.AugAssign, where: Where) -> None:
+        name = self._target(node.target)
+        if name is None or not self._is_jax_array(name.value, where):
+            return
+        sub = node.target
+        assert isinstance(sub, cst.Subscript)
+        method = _AUG.get(type(node.operator), "set")
+        self._flag(node, name.value, _code(sub.slice), method, _code(node.value), where)
+
+
+def _code(node: object) -> str:
+    if isinstance(node, (tuple, list)):
+        return ", ".join(_code(n) for n in node)
+    if isinstance(node, cst.SubscriptElement):
+        return cst.Module([]).code_for_node(node.slice)
+    return cst.Module([]).code_for_node(node)  # type: ignore[arg-type]

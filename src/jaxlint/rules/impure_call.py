@@ -1,0 +1,83 @@
+"""impure-call: clocks, Python/NumPy randomness, input, files, environment and network inside traced code."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ..jaxapi import IMPURE_CALLS, IMPURE_PREFIXES
+from .base import Rule, Where, tracing_phrase
+
+
+class ImpureCall(Rule):
+    """
+    ## What it does
+    Flags calls whose result depends on the outside world — `time.time()`, `time.perf_counter()`,
+    Python's `random`, `np.random`, `datetime.now()`, `input()`, `open()`, `os.environ`/`os.getenv`,
+    network calls — inside jitted code (`jax.jit`, `pmap`, `eqx.filter_jit`, `lax` bodies).
+
+    ## Why is this bad?
+    They run once, while JAX traces the function; the compiled program holds their result as a
+    constant. Later calls get the same "random" number, the same timestamp, the same setting.
+
+    ## Example
+    ```python
+    import jax
+    import numpy as np
+
+    @jax.jit
+    def add_noise(x):
+        return x + np.random.normal()
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+
+    @jax.jit
+    def add_noise(x, key):
+        return x + jax.random.normal(key)
+    ```
+    Pass randomness as a `jax.random` key, and read clocks, files and settings outside the jitted
+    function (or in a `jax.debug.callback`).
+
+    ## How it is verified
+    The call runs during tracing and not again on a second call with inputs of the same shapes.
+
+    ## Known limitations
+    Under `vmap` or `grad` alone the function runs on every call, so these calls are not flagged there.
+
+    ## References
+    - https://docs.jax.dev/en/latest/random-numbers.html
+    - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
+    """
+
+    code = "JL203"
+    name = "impure-call"
+    summary = "impure call baked into a trace"
+
+    def _flag(self, node: cst.CSTNode, what: str, where: Where) -> None:
+        fn = where.traced
+        assert fn is not None
+        self.report(
+            node,
+            f"{what} runs once while JAX traces {tracing_phrase(fn)[3:]}, and its result is baked into the compiled "
+            "code as a constant; pass the value in as an argument (use `jax.random` with a key for randomness).",
+            where,
+        )
+
+    def visit_Call(self, node: cst.Call, where: Where) -> None:
+        fn = where.traced
+        if fn is None or not fn.cached:
+            return
+        qual = where.resolve(node.func)
+        if qual is None:
+            return
+        if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
+            shown = qual.replace("builtins.", "").replace("numpy.", "np.")
+            self._flag(node, f"`{shown}()`", where)
+
+    def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
+        fn = where.traced
+        if fn is None or not fn.cached:
+            return
+        if where.resolve(node.value) == "os.environ":
+            self._flag(node, "Reading `os.environ`", where)

@@ -1,0 +1,125 @@
+"""jit-method-self: `jax.jit` on a method whose `self` is neither static nor a pytree."""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ..jaxapi import PYTREE_BASES, PYTREE_CLASS_DECORATORS
+from ..model import ClassInfo, FunctionInfo, static_param_names
+from .base import Report, Rule, Where
+
+_JIT_KINDS = ("jit", "pjit", "pmap")
+
+
+def _is_pytree_class(cls: ClassInfo) -> bool:
+    if any(d in PYTREE_CLASS_DECORATORS for d in cls.decorators):
+        return True
+    return any(b in PYTREE_BASES or b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx"))
+               for b in cls.bases)
+
+
+class JitMethodSelf(Rule):
+    """
+    ## What it does
+    Flags `jax.jit` applied to an instance method — as a decorator, or as `jax.jit(method)` in the
+    class body — when `self` is neither marked static (`static_argnums=0`) nor an instance of a
+    registered pytree class (`flax.struct.dataclass`, `equinox.Module`,
+    `@jax.tree_util.register_pytree_node_class`, `register_dataclass`).
+
+    ## Why is this bad?
+    `jax.jit` traces every non-static argument, and `self` is an argument. An ordinary object is not a
+    valid JAX type, so the call fails with `TypeError`; and once it is made static, attributes read
+    through `self` are baked into the compiled code.
+
+    ## Example
+    ```python
+    import jax
+
+    class Scaler:
+        def __init__(self, factor):
+            self.factor = factor
+
+        @jax.jit
+        def __call__(self, x):
+            return x * self.factor
+    ```
+
+    ## Use instead
+    ```python
+    from functools import partial
+
+    import jax
+
+    class Scaler:
+        def __init__(self, factor):
+            self.factor = factor
+
+        @partial(jax.jit, static_argnums=0)
+        def __call__(self, x):
+            return x * self.factor
+    ```
+    (with `__hash__`/`__eq__` that cover `factor`), or register the class as a pytree, or jit a
+    plain function that takes the state explicitly.
+
+    ## How it is verified
+    Tracing the method as written raises `TypeError` on `self`.
+
+    ## Known limitations
+    `jax.jit(self.method)` binds `self` as a constant and is not flagged.
+
+    ## References
+    - https://docs.jax.dev/en/latest/faq.html#how-to-use-jit-with-methods
+    """
+
+    code = "JL402"
+    name = "jit-method-self"
+    summary = "jit on a method with a non-static `self`"
+    anywhere = True  # visits the def itself, which sits outside the function it checks
+
+    def _self_ok(self, fn: FunctionInfo, t: object, opts: dict) -> bool:
+        statics = static_param_names(fn, t, opts, 0)  # type: ignore[arg-type]
+        return statics is None or fn.params[0].name in statics
+
+    def _flag(self, node: cst.CSTNode, fn: FunctionInfo) -> None:
+        who = fn.params[0].name
+        self.reports.append(Report(
+            node,
+            f"`jax.jit` on the method `{fn.qualname}` traces `{who}`, which is neither static nor a pytree "
+            f"(`TypeError` on call); use `partial(jax.jit, static_argnums=0)` or register the class as a pytree.",
+            fn,
+        ))
+
+    def _method(self, fn: Optional[FunctionInfo]) -> Optional[FunctionInfo]:
+        if fn is None or not fn.is_method or fn.cls is None or _is_pytree_class(fn.cls):
+            return None
+        if not isinstance(fn.node, cst.FunctionDef):
+            return None
+        decos = {(d.decorator.value if isinstance(d.decorator, cst.Name) else "") for d in fn.node.decorators}
+        if "staticmethod" in decos or "property" in decos:
+            return None
+        return fn
+
+    def visit_FunctionDef(self, node: cst.FunctionDef, where: Where) -> None:
+        fn = self._method(where.model.fn_of_node.get(id(node)))
+        if fn is None:
+            return
+        for deco in node.decorators:
+            got = where.model.transform_of(deco.decorator, where.scope)
+            if got is not None and got[0].kind in _JIT_KINDS and not self._self_ok(fn, got[0], got[1]):
+                self._flag(deco, fn)
+                return
+
+    def visit_Call(self, node: cst.Call, where: Where) -> None:
+        if not isinstance(where.scope, ClassInfo) or not node.args or node.args[0].keyword is not None:
+            return
+        q = where.resolve(node.func)
+        t = where.model.transforms.get(q or "")
+        if t is None or t.kind not in _JIT_KINDS or not isinstance(node.args[0].value, cst.Name):
+            return
+        fn = self._method(where.scope.defs.get(node.args[0].value.value))
+        if fn is None:
+            return
+        opts = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        if not self._self_ok(fn, t, opts):
+            self._flag(node, fn)

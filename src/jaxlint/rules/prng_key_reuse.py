@@ -1,0 +1,322 @@
+"""prng-key-reuse: the same PRNG key consumed twice without being replaced."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import libcst as cst
+
+from ..jaxapi import KEY_MAKERS
+from ..model import Scope, dotted, iter_children
+from .base import Report, Rule, Where
+
+_KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
+_KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
+_EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+@dataclass
+class _State:
+    keys: set[str] = field(default_factory=set)  # names known to hold keys
+    consumed: dict[str, cst.CSTNode] = field(default_factory=dict)  # key name -> first consuming call
+
+    def copy(self) -> "_State":
+        return _State(set(self.keys), dict(self.consumed))
+
+    def merge(self, other: "_State") -> None:
+        self.keys |= other.keys
+        for k, v in other.consumed.items():
+            self.consumed.setdefault(k, v)
+
+
+class PrngKeyReuse(Rule):
+    """
+    ## What it does
+    Flags a PRNG key consumed a second time without a new key in between: two `jax.random` samplers
+    on one key, a key split twice, a key sampled from and then split, or a sampler inside a loop on a
+    key the loop never replaces. `split` and `fold_in` consume the key they are given. Both
+    `jax.random.key` and `jax.random.PRNGKey` keys are tracked. Anywhere, not only in traced code.
+
+    ## Why is this bad?
+    JAX's random numbers are a pure function of the key: the same key gives the same numbers. Reusing
+    a key silently correlates things that should be independent (dropout masks, initialisations,
+    noise), or repeats the same "random" draw on every loop iteration.
+
+    ## Example
+    ```python
+    import jax
+
+    key = jax.random.key(0)
+    w = jax.random.normal(key, (3,))
+    b = jax.random.normal(key, (3,))
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+
+    key = jax.random.key(0)
+    key_w, key_b = jax.random.split(key)
+    w = jax.random.normal(key_w, (3,))
+    b = jax.random.normal(key_b, (3,))
+    ```
+
+    ## How it is verified
+    Where the function can be run, `jax.config.update("jax_debug_key_reuse", True)` makes JAX raise
+    `KeyReuseError` at the flagged line (for new-style `jax.random.key` keys).
+
+    ## Known limitations
+    Keys are followed within one function; a key passed to two helpers that each split it is not
+    seen. `fold_in(key, i)` inside a loop is the idiomatic way to derive per-iteration keys and is
+    not flagged.
+
+    ## References
+    - https://docs.jax.dev/en/latest/random-numbers.html
+    - https://docs.jax.dev/en/latest/jax.experimental.key_reuse.html
+    """
+
+    code = "JL501"
+    name = "prng-key-reuse"
+    summary = "PRNG key used twice"
+    anywhere = True
+
+    def visit_Module(self, node: cst.Module, where: Where) -> None:
+        self._analyse(node.body, where.scope, where, initial=set())
+
+    def visit_FunctionDef(self, node: cst.FunctionDef, where: Where) -> None:
+        fn = where.model.fn_of_node.get(id(node))
+        if fn is None:
+            return
+        initial = {p.name for p in fn.params if _KEY_NAME.search(p.name) or p.annotation in _KEY_ANNOTATIONS}
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+        self._analyse(body, fn, where, initial)
+
+    # ---- the analysis -----------------------------------------------------------------------
+
+    def _analyse(self, body: object, scope: Scope, where: Where, initial: set[str]) -> None:
+        self._scope = scope
+        self._where = where
+        self._fn = scope if scope is not where.model.root else None
+        self._block(list(body), _State(keys=set(initial)), loop_names=None)  # type: ignore[arg-type]
+
+    def _random_fn(self, call: cst.Call) -> Optional[str]:
+        q = self._where.model.resolve(call.func, self._scope)
+        if q is None or not q.startswith("jax.random."):
+            return None
+        name = q[len("jax.random."):]
+        return None if name in KEY_MAKERS or "." in name else name
+
+    def _key_arg(self, call: cst.Call) -> Optional[str]:
+        for a in call.args:
+            if a.keyword is not None:
+                if a.keyword.value == "key":
+                    return _key_ref(a.value)
+                continue
+            return _key_ref(a.value) if not a.star else None
+        return None
+
+    def _is_key_source(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Call):
+            q = self._where.model.resolve(value.func, self._scope) or ""
+            return q in ("jax.random.PRNGKey", "jax.random.key", "jax.random.split", "jax.random.fold_in",
+                         "jax.random.clone", "jax.random.wrap_key_data")
+        if isinstance(value, cst.Subscript):
+            ref = _key_ref(value.value)
+            return ref is not None and ref in self._state_keys
+        return False
+
+    def _calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
+        """Calls in evaluation order (arguments before the call), not entering nested scopes."""
+        out: list[cst.Call] = []
+
+        def walk(n: cst.CSTNode) -> None:
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return
+            for child in iter_children(n):
+                walk(child)
+            if isinstance(n, cst.Call):
+                out.append(n)
+
+        walk(node)
+        return out
+
+    def _consume(self, call: cst.Call, state: _State, loop_names: Optional[set[str]],
+                 comp_loop: bool = False) -> None:
+        fname = self._random_fn(call)
+        if fname is None:
+            return
+        key = self._key_arg(call)
+        if key is None or (key not in state.keys and key.split("[")[0] not in state.keys):
+            return
+        if key in state.consumed:
+            first = state.consumed[key]
+            self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
+            return
+        in_loop = loop_names is not None and key.split("[")[0] not in loop_names
+        if (in_loop or comp_loop) and fname != "fold_in":
+            self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
+                         "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).")
+        state.consumed[key] = call
+
+    def _report(self, node: cst.CSTNode, text: str) -> None:
+        fn = self._scope.function_scope()
+        self.reports.append(Report(node, f"PRNG key reuse: {text}", fn))
+
+    def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[set[str]]) -> None:
+        for call in self._calls_in(node):
+            self._consume(call, state, loop_names, comp_loop=self._in_comprehension(call, node))
+
+    def _in_comprehension(self, call: cst.Call, root: cst.CSTNode) -> bool:
+        """Whether the call runs once per element of a comprehension (not in its first iterable)."""
+        found = False
+
+        def walk(n: cst.CSTNode, inside: bool) -> None:
+            nonlocal found
+            if found or isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return
+            if n is call:
+                found = inside
+                return
+            if isinstance(n, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+                walk(n.for_in.iter, inside)  # evaluated once
+                for child in iter_children(n):
+                    if child is not n.for_in:
+                        walk(child, True)
+                for child in iter_children(n.for_in):
+                    if child is not n.for_in.iter:
+                        walk(child, True)
+                return
+            for child in iter_children(n):
+                walk(child, inside)
+
+        walk(root, False)
+        return found
+
+    def _bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], state: _State) -> None:
+        names = _names(target)
+        is_key = value is not None and self._is_key_source(value)
+        for n in names:
+            for k in list(state.consumed):
+                if k == n or k.startswith(n + "["):
+                    del state.consumed[k]
+            if is_key or _KEY_NAME.search(n):
+                state.keys.add(n)  # a fresh key (or, by its name, most likely one)
+            else:
+                state.keys.discard(n)
+
+    def _block(self, stmts: list[cst.CSTNode], state: _State, loop_names: Optional[set[str]]) -> tuple[_State, bool]:
+        for stmt in stmts:
+            self._state_keys = state.keys
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        self._expr(small.value, state, loop_names)
+                        for t in small.targets:
+                            self._state_keys = state.keys
+                            self._bind(t.target, small.value, state)
+                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                        self._expr(small.value, state, loop_names)
+                        self._bind(small.target, small.value, state)
+                    elif isinstance(small, cst.AugAssign):
+                        self._expr(small.value, state, loop_names)
+                        self._bind(small.target, None, state)
+                    else:
+                        self._expr(small, state, loop_names)
+                    if isinstance(small, _EXITS):
+                        return state, True
+            elif isinstance(stmt, cst.If):
+                self._expr(stmt.test, state, loop_names)
+                then_state, then_exit = self._block(_body(stmt.body), state.copy(), loop_names)
+                if stmt.orelse is None:
+                    else_state, else_exit = state, False
+                elif isinstance(stmt.orelse, cst.If):
+                    else_state, else_exit = self._block([stmt.orelse], state.copy(), loop_names)
+                else:
+                    else_state, else_exit = self._block(_body(stmt.orelse.body), state.copy(), loop_names)
+                if then_exit and else_exit:
+                    return state, True
+                merged = _State(set(), {})
+                for st, ex in ((then_state, then_exit), (else_state, else_exit)):
+                    if not ex:
+                        merged.merge(st)
+                state.keys, state.consumed = merged.keys, merged.consumed
+            elif isinstance(stmt, (cst.For, cst.While)):
+                if isinstance(stmt, cst.For):
+                    self._expr(stmt.iter, state, loop_names)
+                else:
+                    self._expr(stmt.test, state, loop_names)
+                bound = _bound_in(stmt)
+                inner = state.copy()
+                if isinstance(stmt, cst.For):
+                    self._bind(stmt.target, None, inner)
+                after, _ = self._block(_body(stmt.body), inner, bound)
+                state.merge(after)
+                if stmt.orelse is not None:
+                    self._block(_body(stmt.orelse.body), state, loop_names)
+            elif isinstance(stmt, (cst.With, cst.Try, cst.TryStar)):
+                if isinstance(stmt, cst.With):
+                    for item in stmt.items:
+                        self._expr(item.item, state, loop_names)
+                state, ex = self._block(_body(stmt.body), state, loop_names)
+                if ex:
+                    return state, True
+                if isinstance(stmt, (cst.Try, cst.TryStar)):
+                    for h in stmt.handlers:
+                        self._block(_body(h.body), state.copy(), loop_names)
+                    if stmt.finalbody is not None:
+                        self._block(_body(stmt.finalbody.body), state, loop_names)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                for name in _names(stmt.name):
+                    state.keys.discard(name)
+        return state, False
+
+
+def _body(block: cst.BaseSuite) -> list[cst.CSTNode]:
+    return list(block.body) if isinstance(block, cst.IndentedBlock) else list(block.body)  # type: ignore[attr-defined]
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _names(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return []
+
+
+def _key_ref(expr: cst.BaseExpression) -> Optional[str]:
+    """`key` or `keys[0]` (a constant subscript) as a trackable name."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and len(expr.slice) == 1:
+        sl = expr.slice[0].slice
+        if isinstance(sl, cst.Index) and isinstance(sl.value, cst.Integer):
+            return f"{expr.value.value}[{sl.value.value}]"
+    return None
+
+
+def _bound_in(loop: Union[cst.For, cst.While]) -> set[str]:
+    """Names (re)bound anywhere in a loop, including its target."""
+    out: set[str] = set(_names(loop.target)) if isinstance(loop, cst.For) else set()
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.AssignTarget):
+            out.update(_names(n.target))
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+            out.update(_names(n.target))
+        elif isinstance(n, cst.For):
+            out.update(_names(n.target))
+        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(iter_children(n))
+    return out
+
+
+def _callee(call: cst.CSTNode) -> str:
+    if isinstance(call, cst.Call):
+        name = dotted(call.func)
+        if name:
+            return name
+    return "an earlier call"

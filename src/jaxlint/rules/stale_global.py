@@ -1,0 +1,163 @@
+"""stale-global: traced code reads a global (or closed-over) name that is rebound after the function is defined."""
+from __future__ import annotations
+
+from typing import Iterator, Optional, Union
+
+import libcst as cst
+
+from ..model import ClassInfo, FunctionInfo, ModuleModel, Scope, iter_children
+from .base import Report, Rule, Where, tracing_phrase
+
+
+def _loads(node: cst.CSTNode) -> Iterator[cst.Name]:
+    """Names read in a function body, in source order, not descending into nested scopes."""
+    stack: list[cst.CSTNode] = [node]
+    out: list[cst.Name] = []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.append(n)
+            continue
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(n, cst.Attribute):
+            stack.append(n.value)
+            continue
+        if isinstance(n, cst.Arg):
+            stack.append(n.value)
+            continue
+        if isinstance(n, (cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom)):
+            continue
+        stack.extend(reversed(list(iter_children(n))))
+    return iter(out)
+
+
+class StaleGlobal(Rule):
+    """
+    ## What it does
+    Flags a read, inside traced code, of a module-level name (or a variable of an enclosing function)
+    that is rebound after the traced function is defined: by a later assignment, by a loop, or by a
+    `global` statement in another function.
+
+    ## Why is this bad?
+    JAX reads the name once, while tracing, and bakes its value into the compiled code. Rebinding it
+    later does nothing: the jitted function keeps using the old value until it happens to re-trace.
+
+    ## Example
+    ```python
+    import jax
+
+    SCALE = 1.0
+
+    @jax.jit
+    def scale(x):
+        return x * SCALE
+
+    def set_scale(value):
+        global SCALE
+        SCALE = value
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+
+    @jax.jit
+    def scale(x, factor):
+        return x * factor
+    ```
+    Pass the value as an argument (static if it changes the program's structure).
+
+    ## How it is verified
+    The function is called, the global rebound, and the function called again: the result still
+    reflects the old value.
+
+    ## Known limitations
+    Mutation of a global object's contents (`CONFIG["lr"] = ...`) is not a rebinding and is not
+    flagged here. Only the first read of each name in a function is reported.
+
+    ## References
+    - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
+    """
+
+    code = "JL204"
+    name = "stale-global"
+    summary = "global rebound after tracing"
+    anywhere = True  # visits the def itself, which sits outside the function it checks
+
+    def visit_FunctionDef(self, node: cst.FunctionDef, where: Where) -> None:
+        self._check(node, where)
+
+    def visit_Lambda(self, node: cst.Lambda, where: Where) -> None:
+        self._check(node, where)
+
+    def _check(self, node: Union[cst.FunctionDef, cst.Lambda], where: Where) -> None:
+        model = where.model
+        fn = model.fn_of_node.get(id(node))
+        if fn is None or not fn.traced or not fn.cached:
+            return  # only a cached trace outlives a rebinding
+        candidates = self._candidates(fn, where)
+        if not candidates:
+            return
+        seen: set[str] = set()
+        local = fn.local_names
+        for name in _loads(node.body):
+            n = name.value
+            if n in candidates and n not in seen and n not in local:
+                seen.add(n)
+                how = candidates[n]
+                self.reports.append(self._report(name, n, how, fn))
+
+    def _candidates(self, fn: FunctionInfo, where: Where) -> dict[str, str]:
+        model = where.model
+        out: dict[str, str] = {}
+        shadowed: set[str] = set(fn.local_names) | fn.declared_global
+        s: Optional[Scope] = fn.parent
+        while s is not None:
+            if isinstance(s, ClassInfo):
+                s = s.parent
+                continue
+            if s is not model.root:
+                # Closures: the traced function is rebuilt with its enclosing function, so a rebinding
+                # there is seldom seen by a stale trace; only names the closure shadows are noted.
+                shadowed |= set(s.bind_order) | set(s.defs) | set(s.classes) | set(s.imports)
+                if isinstance(s, FunctionInfo):
+                    shadowed |= {p.name for p in s.params}
+                s = s.parent
+                continue
+            names = set(s.bind_order) | set(s.defs) | set(s.classes) | set(s.imports)
+            if isinstance(s, FunctionInfo):
+                names |= {p.name for p in s.params}
+            for name in names - shadowed:
+                if name in s.imports or name in s.defs or name in s.classes:
+                    continue
+                if isinstance(s, FunctionInfo) and s.traced:
+                    continue  # a value of the enclosing trace, not state outside it
+                how = self._rebinding(name, s, fn, model)
+                if how:
+                    out[name] = how
+            shadowed |= names
+            s = s.parent
+        return out
+
+    def _rebinding(self, name: str, owner: Scope, fn: FunctionInfo, model: ModuleModel) -> Optional[str]:
+        orders = list(owner.bind_order.get(name, []))
+        if isinstance(owner, FunctionInfo) and owner.param(name) is not None:
+            orders.insert(0, owner.order)
+        if name in owner.loop_bound:
+            return "a loop rebinds it"
+        if len(orders) >= 2 and max(orders) > fn.order:
+            return "it is rebound after the function is defined"
+        if owner is model.root:
+            for other in model.functions:
+                if other is not fn and name in other.declared_global and name in other.bind_order:
+                    return f"`{other.qualname}` rebinds it with `global`"
+        return None
+
+    def _report(self, node: cst.Name, name: str, how: str, fn: FunctionInfo) -> Report:
+        return Report(
+            node,
+            f"`{name}` is read {tracing_phrase(fn)}, but {how}: the value seen when JAX traced it is baked into "
+            "the compiled code; pass it as an argument instead.",
+            fn,
+        )

@@ -1,0 +1,103 @@
+"""traced-conversion: converting a traced value to a Python or NumPy value."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ..jaxapi import NUMPY_CONVERTING
+from ..model import ClassInfo
+from .base import Rule, Where, tracing_phrase
+
+_CONTAINER_LITERALS = (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)
+
+
+class TracedConversion(Rule):
+    """
+    ## What it does
+    Flags `float()`, `int()`, `complex()`, `.item()`, `.tolist()`, `np.asarray`/`np.array` and NumPy
+    ufuncs (`np.exp`, `np.sqrt`, …) applied to a traced value, and indexing a Python list, tuple or dict
+    with a traced value.
+
+    ## Why is this bad?
+    A tracer has no concrete value to hand to Python or NumPy: JAX raises `ConcretizationTypeError`,
+    `TracerIntegerConversionError` or `TracerArrayConversionError`.
+
+    ## Example
+    ```python
+    import jax
+
+    @jax.jit
+    def scale(x, s):
+        return x * float(s)
+    ```
+
+    ## Use instead
+    ```python
+    import jax
+
+    @jax.jit
+    def scale(x, s):
+        return x * s
+    ```
+    Stay in `jnp` (`jnp.exp`, `jnp.asarray`), use `x.astype(...)` for dtype changes, index a
+    `jnp.array` instead of a Python list, or make the value static.
+
+    ## How it is verified
+    Tracing raises `ConcretizationTypeError`, `TracerArrayConversionError` or
+    `TracerIntegerConversionError` at the flagged line.
+
+    ## Known limitations
+    `bool(x)` is reported by `traced-if`. Under `jax.grad` alone values are concrete and only
+    `float()`/`complex()` are flagged.
+
+    ## References
+    - https://docs.jax.dev/en/latest/errors.html#jax.errors.ConcretizationTypeError
+    - https://docs.jax.dev/en/latest/errors.html#jax.errors.TracerArrayConversionError
+    """
+
+    code = "JL303"
+    name = "traced-conversion"
+    summary = "traced value converted to Python or NumPy"
+
+    def _report(self, node: cst.CSTNode, what: str, where: Where, fix: str) -> None:
+        fn = where.traced
+        assert fn is not None
+        self.report(node, f"{what} needs a concrete value, but it is traced {tracing_phrase(fn)}; {fix}.", where)
+
+    def visit_Call(self, node: cst.Call, where: Where) -> None:
+        fn = where.traced
+        values = where.values
+        if fn is None or values is None:
+            return
+        qual = where.resolve(node.func) or ""
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if qual in ("builtins.float", "builtins.complex", "builtins.int") and len(positional) == 1:
+            if (fn.abstract or qual != "builtins.int") and values.traced(positional[0]):
+                py = qual.split(".")[-1]
+                self._report(node, f"`{py}()`", where, f"keep it an array (`x.astype(jnp.{'float32' if py == 'float' else py + '32' if py == 'int' else 'complex64'})`) or make it static")
+            return
+        if qual.startswith("numpy.") and qual[len("numpy."):] in NUMPY_CONVERTING:
+            if fn.abstract and any(values.traced(p) for p in positional):
+                name = qual[len("numpy."):]
+                self._report(node, f"`np.{name}`", where, f"use `jnp.{name}`")
+            return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("item", "tolist") and not node.args:
+            if fn.abstract and values.traced(node.func.value):
+                self._report(node, f"`.{node.func.attr.value}()`", where, "keep it an array")
+
+    def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
+        fn = where.traced
+        values = where.values
+        if fn is None or not fn.abstract or values is None or not isinstance(node.value, cst.Name):
+            return
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not values.traced(index) or values.traced(node.value):
+            return
+        owner = where.model.owner_of(node.value.value, where.scope)
+        if owner is None or isinstance(owner, ClassInfo):
+            return
+        assigned = owner.assigned.get(node.value.value, [])
+        if assigned and all(isinstance(v, _CONTAINER_LITERALS) for v in assigned):
+            self._report(node, f"Indexing the Python container `{node.value.value}`", where,
+                         "make it a `jnp.array` (or use `lax.switch` for a list of functions)")
