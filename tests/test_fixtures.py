@@ -1,13 +1,14 @@
 """Every rule on every fixture: the exact multiset of (line, slug) must match the `# expect:` markers."""
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from fixture_markers import read_markers
-from jaxlint.api import lint_source
+from jaxlint.api import Settings, run
 from jaxlint.rules import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,11 +22,22 @@ def _describe(path: Path, items: Counter) -> str:
                      for (line, slug) in sorted(items.elements()))
 
 
+@functools.lru_cache(maxsize=1)
+def _all_findings() -> dict[str, list]:
+    """One run over the whole fixture tree, as a user would run it (so calls across files are followed)."""
+    result = run(Settings(paths=[str(FIXTURES)], verify=False))
+    assert not result.errors, result.errors
+    by_path: dict[str, list] = {}
+    for f in result.findings:
+        by_path.setdefault(str(Path(f.path).resolve()), []).append(f)
+    return by_path
+
+
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(FIXTURES)) for p in FILES])
 def test_fixture(path: Path) -> None:
     markers = read_markers(path)
     expected = Counter((m.line, m.slug) for m in markers if not m.miss)
-    found = lint_source(path.read_bytes(), str(path))
+    found = _all_findings().get(str(path.resolve()), [])
     actual = Counter((f.line, f.name) for f in found)
     missing = expected - actual
     unexpected = actual - expected

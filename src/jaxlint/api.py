@@ -13,7 +13,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .findings import Finding, Verification
 from .jaxapi import Transform
-from .model import ModuleModel
+from .model import ExternalCall, ModuleModel
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
 from .suppress import is_suppressed
@@ -146,35 +146,43 @@ def _extra_transforms(names: Iterable[str]) -> dict[str, Transform]:
 def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None,
                 trace_decorators: Iterable[str] = ()) -> list[Finding]:
     """All findings for one file's source, after suppression comments; sorted."""
+    return analyse(source, path, codes, trace_decorators)[0]
+
+
+def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, trace_decorators: Iterable[str] = (),
+            external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+    """Findings for one file, and the calls its traced code makes into other modules."""
     codes = set(ALL_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
     try:
         module = cst.parse_module(raw)
     except cst.ParserSyntaxError as exc:
-        if SYNTAX_ERROR[0] not in codes:
-            return []
-        return [_syntax_error(raw, path, exc)]
+        return _only_if(codes, _syntax_error(raw, path, exc)), []
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        if SYNTAX_ERROR[0] not in codes:
-            return []
-        return [_syntax_finding(path, 1, 1, f"Cannot decode the file ({_one_line(exc)}); the file was not checked.")]
+        return _only_if(codes, _syntax_finding(
+            path, 1, 1, f"Cannot decode the file ({_one_line(exc)}); the file was not checked.")), []
     except RecursionError:
-        if SYNTAX_ERROR[0] not in codes:
-            return []
-        return [_syntax_finding(path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")]
-    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators))
+        return _only_if(codes, _syntax_finding(
+            path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")), []
+    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external)
+
+
+def _only_if(codes: set[str], finding: Finding) -> list[Finding]:
+    return [finding] if finding.code in codes else []
 
 
 def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
-                 extra_transforms: Optional[dict[str, Transform]] = None) -> list[Finding]:
+                 extra_transforms: Optional[dict[str, Transform]] = None,
+                 external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
     rules = [r() for r in _rules_for(codes)]
     if not rules:
-        return []
+        return [], []
     dispatch: dict[type, list] = {}
     for rule in rules:
         for tp, meth in rule.visitors().items():
             dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
-    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms)
+    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external)
+    calls = [dataclasses.replace(c, origin=path) for c in model.external_calls.values()]
     from .rules.base import Where  # local: keeps the import graph of this module small
 
     for rec in model.records:
@@ -185,7 +193,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             visit(rec.node, where)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
     if not reports:
-        return []
+        return [], calls
     # Positions cost a second pass over the tree: only files with findings pay for it.
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     lines = _decode_lines(raw, module.encoding)
@@ -208,7 +216,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             )
         )
     findings.sort(key=Finding.sort_key)
-    return findings
+    return findings, calls
 
 
 def _read(path: str) -> tuple[Optional[bytes], Optional[str]]:
@@ -228,32 +236,89 @@ def codes_for(path: str, settings: Settings) -> set[str]:
     return codes
 
 
-def iter_file_findings(files: list[str], settings: Settings) -> Iterator[tuple[str, list[Finding], Optional[str]]]:
-    """(path, findings, internal error) per file."""
-    for path in files:
-        codes = codes_for(path, settings)
-        data, err = _read(path)
-        if data is None:
-            yield path, [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], None
-            continue
-        try:
-            yield path, lint_source(data, path, codes, settings.trace_decorators), None
-        except RecursionError:
-            yield path, [_syntax_finding(path, 1, 1, "The file is nested too deeply to analyse; the file was not checked.")], None
-        except Exception as exc:  # a bug in jaxlint must not hide the other files' findings
-            yield path, [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
+def _analyse_file(path: str, settings: Settings, external: Optional[list[ExternalCall]] = None
+                  ) -> tuple[list[Finding], list[ExternalCall], Optional[str]]:
+    """(findings, calls into other modules, internal error) for one file; never raises."""
+    data, err = _read(path)
+    if data is None:
+        return [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], [], None
+    try:
+        found, calls = analyse(data, path, codes_for(path, settings), settings.trace_decorators, external)
+        return found, calls, None
+    except RecursionError:
+        return [_syntax_finding(path, 1, 1, "The file is nested too deeply to analyse; the file was not checked.")], [], None
+    except Exception as exc:  # a bug in jaxlint must not hide the other files' findings
+        return [], [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
+
+
+def module_name(path: str) -> str:
+    """The dotted module name of a file, climbing through packages (folders with `__init__.py`)."""
+    full = os.path.abspath(path)
+    folder, base = os.path.split(full)
+    parts = [] if base == "__init__.py" else [base[:-3] if base.endswith(".py") else base]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, name = os.path.split(folder)
+        parts.insert(0, name)
+        if not name:
+            break
+    return ".".join(parts)
+
+
+def _absolute(qualname: str, caller_module: str, caller_is_package: bool) -> str:
+    if not qualname.startswith("."):
+        return qualname
+    dots = len(qualname) - len(qualname.lstrip("."))
+    base = caller_module.split(".") if caller_is_package else caller_module.split(".")[:-1]
+    base = base[: len(base) - (dots - 1)] if dots > 1 else base
+    rest = qualname[dots:]
+    return ".".join(base + [rest]) if base else rest
+
+
+def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
+                        settings: Settings, errors: list[str], rounds: int = 6) -> None:
+    """Re-analyse modules whose functions are called from traced code in other files of the project."""
+    by_module = {module_name(p): p for p in files}
+    seeds: dict[str, dict[tuple, ExternalCall]] = {}
+    pending = list(files)
+    for _ in range(rounds):
+        touched: set[str] = set()
+        for path in pending:
+            caller_mod = module_name(path)
+            is_pkg = os.path.basename(path) == "__init__.py"
+            for call in results[path][1]:
+                full = _absolute(call.qualname, caller_mod, is_pkg)
+                mod, _, func = full.rpartition(".")
+                target = by_module.get(mod)
+                if target is None or target == path:
+                    continue
+                key = (call.origin, call.caller, call.qualname, tuple((a.traced, a.pytree) for a in call.args))
+                bucket = seeds.setdefault(target, {})
+                if key not in bucket:
+                    bucket[key] = dataclasses.replace(call, qualname=func)
+                    touched.add(target)
+        if not touched:
+            return
+        for target in sorted(touched):
+            found, calls, err = _analyse_file(target, settings, list(seeds[target].values()))
+            results[target] = (found, calls)
+            if err:
+                errors.append(err)
+        pending = sorted(touched)
 
 
 def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
     files = discover(settings.paths, settings.exclude, settings.force_exclude)
-    findings: list[Finding] = []
     errors: list[str] = []
-    for _path, file_findings, err in iter_file_findings(files, settings):
-        findings.extend(file_findings)
+    results: dict[str, tuple[list[Finding], list[ExternalCall]]] = {}
+    for path in files:
+        found, calls, err = _analyse_file(path, settings)
+        results[path] = (found, calls)
         if err:
             errors.append(err)
+    follow_across_files(files, results, settings, errors)
+    findings = [f for path in files for f in results[path][0]]
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
 

@@ -249,7 +249,8 @@ class ModuleModel:
     """Everything rules may ask about one module."""
 
     def __init__(self, module: cst.Module, path: str = "<string>", wanted: frozenset[type] = frozenset(),
-                 extra_transforms: Optional[dict[str, Transform]] = None) -> None:
+                 extra_transforms: Optional[dict[str, Transform]] = None,
+                 external: Optional[list["ExternalCall"]] = None) -> None:
         self.module = module
         self.path = path
         self.transforms = dict(TRANSFORMS)
@@ -263,10 +264,11 @@ class ModuleModel:
         self.elif_nodes: set[int] = set()
         self.nested_boolops: set[int] = set()
         self.all_calls: list[tuple[cst.Call, Scope, Optional[LoopInfo]]] = []
+        self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
         self._wanted = wanted
         self._aliasing: set[str] = set()
         _Builder(self).build()
-        _Tracer(self).run()
+        _Tracer(self).run(external or [])
 
     # ---- names ------------------------------------------------------------------------------
 
@@ -825,8 +827,9 @@ class _Tracer:
         self.m = model
         self.changed = False
 
-    def run(self) -> None:
+    def run(self, external: list["ExternalCall"]) -> None:
         m = self.m
+        self.seed_external(external, m.path)
         # Seeds: decorators, transform calls and control-flow bodies anywhere in the module.
         for fn in m.functions:
             if not fn.decorators:
@@ -980,45 +983,83 @@ class _Tracer:
                 self.seed_call(call, fn, fn, fn.abstract)
                 continue
             ref = m.resolve_callable(call.func, fn)
-            if ref is None or ref.fn is fn:
+            args = [_ArgInfo(a, t, t and values.is_pytree(a.value)) for a in call.args for t in (values.traced(a.value),)]
+            if ref is None:
+                if qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
+                    m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
                 continue
-            callee = ref.fn
-            traced: set[str] = set()
-            pytrees: set[str] = set()
-            positional = [p for p in callee.params if p.index is not None]
-            star = next((p for p in callee.params if p.star == "*"), None)
-            kwstar = next((p for p in callee.params if p.star == "**"), None)
-            pos = ref.offset
-            for a in call.args:
-                is_t = values.traced(a.value)
-                if a.star == "*":
-                    if is_t:
-                        traced.update(p.name for p in positional[pos:])
-                        if star:
-                            traced.add(star.name)
-                    continue
-                if a.star == "**":
-                    if is_t:
-                        traced.update(p.name for p in callee.params if p.index is None or p.index >= pos)
-                    continue
-                is_tree = is_t and values.is_pytree(a.value)
-                if a.keyword is not None:
-                    p = callee.param(a.keyword.value)
-                    target = p.name if p is not None else (kwstar.name if kwstar else None)
-                    if target and is_t:
-                        traced.add(target)
-                        if is_tree:
-                            pytrees.add(target)
-                    continue
-                if pos < len(positional):
-                    if is_t:
-                        traced.add(positional[pos].name)
-                        if is_tree:
-                            pytrees.add(positional[pos].name)
-                elif star is not None and is_t:
+            if ref.fn is fn:
+                continue
+            traced, pytrees = _map_args(ref.fn, ref.offset, args)
+            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+
+    def seed_external(self, calls: list["ExternalCall"], origin: str) -> None:
+        """Calls into this module from traced code in other files of the project."""
+        m = self.m
+        for ext in calls:
+            fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
+            if fn is None:
+                continue
+            traced, pytrees = _map_args(fn, 0, list(ext.args))
+            if fn.target is None:
+                fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
+            self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees)
+
+
+@dataclass(frozen=True)
+class _ArgInfo:
+    arg: cst.Arg
+    traced: bool
+    pytree: bool
+
+
+@dataclass(frozen=True)
+class ExternalCall:
+    """A call from traced code to a function imported from elsewhere (followed across files by the API)."""
+
+    qualname: str  # as resolved through this module's imports, e.g. `.losses.l2` or `pkg.losses.l2`
+    args: tuple[_ArgInfo, ...]
+    abstract: bool
+    cached: bool
+    caller: str
+    origin: str = ""  # the caller's file, filled in by the API
+
+
+def _map_args(callee: FunctionInfo, offset: int, args: list[_ArgInfo]) -> tuple[set[str], set[str]]:
+    """Which parameters of `callee` receive traced values (and whole pytrees) from these arguments."""
+    traced: set[str] = set()
+    pytrees: set[str] = set()
+    positional = [p for p in callee.params if p.index is not None]
+    star = next((p for p in callee.params if p.star == "*"), None)
+    kwstar = next((p for p in callee.params if p.star == "**"), None)
+    pos = offset
+    for info in args:
+        a, is_t = info.arg, info.traced
+        if a.star == "*":
+            if is_t:
+                traced.update(p.name for p in positional[pos:])
+                if star:
                     traced.add(star.name)
-                pos += 1
-            self.mark(callee, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+            continue
+        if a.star == "**":
+            if is_t:
+                traced.update(p.name for p in callee.params if p.index is None or p.index >= pos)
+            continue
+        target = None
+        if a.keyword is not None:
+            p = callee.param(a.keyword.value)
+            target = p.name if p is not None else (kwstar.name if kwstar else None)
+        elif pos < len(positional):
+            target = positional[pos].name
+            pos += 1
+        else:
+            target = star.name if star is not None else None
+            pos += 1
+        if target and is_t:
+            traced.add(target)
+            if info.pytree:
+                pytrees.add(target)
+    return traced, pytrees
 
 
 def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int) -> Optional[set[str]]:

@@ -94,7 +94,8 @@ def tracing_phrase(fn: FunctionInfo) -> str:
     if t is None:
         return f"in `{fn.qualname}`"
     if t.transform == "helper":
-        chain = " -> ".join(f"`{q}`" for q in t.via) if t.via else "traced code"
+        chain = " -> ".join(f"`{q}`" if " (" not in q else f"`{q.split(' (')[0]}` in `{q.split(' (')[1][:-1]}`"
+                            for q in t.via) if t.via else "traced code"
         return f"in `{fn.qualname}` (called from {chain})"
     if t.transform in _TRANSFORM_TEXT:
         return f"in `{fn.qualname}` under {_TRANSFORM_TEXT[t.transform]}"
