@@ -11,7 +11,7 @@ import click
 from . import __version__
 from .api import PathError, Settings, run
 from .config import Config, ConfigError, find_pyproject, load
-from .report import statistics, to_json, to_text, visible
+from .report import statistics, to_github, to_json, to_sarif, to_text, visible
 from .rules import BY_CODE, BY_NAME, RULES, SYNTAX_ERROR
 from .select import SelectionError, expand, split
 
@@ -63,8 +63,8 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 
 @main.command("check", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output format: text for people, json for tools.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True, help="text for people, json for tools, sarif for code scanning, github for Actions.")
 @click.option("--select", metavar="CODES", help="Comma list of rule codes, prefixes or names to check (default: all).")
 @click.option("--ignore", metavar="CODES", help="Comma list of rule codes, prefixes or names to skip.")
 @click.option("--extend-select", metavar="CODES", help="Rules to add to the selection from the configuration.")
@@ -118,6 +118,10 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
     shown = visible(result.findings, show_refuted)
     if fmt == "json":
         text = to_json(result.findings, result.files, result.seconds)
+    elif fmt == "sarif":
+        text = to_sarif(shown, os.getcwd())
+    elif fmt == "github":
+        text = to_github(shown)
     else:
         plain = output_file is not None
         style = (lambda s, **_: s) if plain else click.style
@@ -127,8 +131,8 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         text = (stats + "\n" + text) if stats else text
     if output_file is not None:
         with open(output_file, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-    else:
+            f.write(text + "\n" if text else "")
+    elif text:
         click.echo(text)
     for err in result.errors:
         click.echo(f"jaxlint: {err}", err=True)

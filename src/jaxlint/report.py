@@ -89,3 +89,97 @@ def statistics(findings: list[Finding]) -> str:
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return "\n".join(f"{n:>5}\t{code}\t{name}" for (code, name), n in rows)
 
+
+
+def _doc_parts(rule: type) -> tuple[str, str, str]:
+    """(full description, first reference URL, markdown help) of a rule class."""
+    import inspect
+    import re
+
+    doc = inspect.cleandoc(rule.__doc__ or "")
+    what = doc.split("## What it does", 1)[-1].split("##", 1)[0].strip().replace("\n", " ")
+    refs = re.findall(r"https?://\S+", doc.split("## References", 1)[-1])
+    return what, (refs[0] if refs else ""), doc
+
+
+def to_sarif(findings: list[Finding], root: str) -> str:
+    """SARIF 2.1.0: rule metadata, relative URIs against %SRCROOT%, verification status in properties."""
+    import os
+    from pathlib import Path
+
+    from .rules import RULES, SYNTAX_ERROR
+
+    rules_meta = []
+    index: dict[str, int] = {}
+    for rule in RULES:
+        full, url, doc = _doc_parts(rule)
+        meta = {
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": full},
+            "help": {"text": full, "markdown": doc},
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"tags": ["jax"]},
+        }
+        if url:
+            meta["helpUri"] = url
+        index[rule.code] = len(rules_meta)
+        rules_meta.append(meta)
+    index[SYNTAX_ERROR[0]] = len(rules_meta)
+    rules_meta.append({
+        "id": SYNTAX_ERROR[0], "name": SYNTAX_ERROR[1], "shortDescription": {"text": SYNTAX_ERROR[2]},
+        "fullDescription": {"text": SYNTAX_ERROR[2]}, "defaultConfiguration": {"level": "error"},
+    })
+    root_abs = os.path.abspath(root)
+    results = []
+    for f in findings:
+        rel = os.path.relpath(os.path.abspath(f.path), root_abs)
+        uri = Path(rel).as_posix() if not rel.startswith("..") else Path(os.path.abspath(f.path)).as_uri()
+        location: dict = {"artifactLocation": {"uri": uri}}
+        if not uri.startswith("file:"):
+            location["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
+        location["region"] = {"startLine": f.line, "startColumn": f.column, "endLine": f.end_line,
+                              "endColumn": f.end_column}
+        status = f.verification.status
+        results.append({
+            "ruleId": f.code,
+            "ruleIndex": index.get(f.code, 0),
+            "level": {"refuted": "note", "unverified": "warning"}.get(status, "error"),
+            "message": {"text": f.message},
+            "locations": [{"physicalLocation": location}],
+            "properties": {"name": f.name, "function": f.function, "verification": f.verification.to_json()},
+        })
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "jaxlint", "version": __version__, "semanticVersion": __version__,
+                                "rules": rules_meta}},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(root_abs).as_uri() + "/"}},
+            "results": results,
+        }],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def to_github(findings: list[Finding]) -> str:
+    """GitHub Actions workflow commands: one `::error` annotation per finding."""
+    lines = []
+    for f in findings:
+        props = [f"file={_gh_escape(f.path, True)}", f"line={f.line}"]
+        if f.end_line == f.line:
+            props += [f"col={f.column}", f"endLine={f.end_line}", f"endColumn={f.end_column}"]
+        else:
+            props += [f"endLine={f.end_line}"]
+        props.append(f"title={_gh_escape(f'jaxlint ({f.code})', True)}")
+        level = "warning" if f.verification.status == "unverified" else "error"
+        lines.append(f"::{level} {','.join(props)}::{_gh_escape(f'[{f.name}] {f.message}')}")
+    return "\n".join(lines)
