@@ -6,7 +6,7 @@ import fnmatch
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -17,6 +17,9 @@ from .model import ExternalCall, ModuleModel
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
 from .suppress import is_suppressed
+
+if TYPE_CHECKING:
+    from .fix import FixResult
 
 SKIP_DIRS = frozenset(
     {
@@ -171,6 +174,78 @@ def _only_if(codes: set[str], finding: Finding) -> list[Finding]:
     return [finding] if finding.code in codes else []
 
 
+def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Finding], Optional[cst.Module]]]":
+    """A lint function for fix.fix_source: findings whose edits refer to the returned tree."""
+
+    def lint(data: bytes, path: str) -> tuple[list[Finding], Optional[cst.Module]]:
+        try:
+            module = cst.parse_module(data)
+        except Exception:
+            return [], None
+        found, _ = check_module(module, data, path, codes_for(path, settings),
+                                _extra_transforms(settings.trace_decorators))
+        return found, module
+
+    return lint
+
+
+def fix_paths(settings: "Settings", unsafe: bool, write: bool) -> tuple[list["FixResult"], list[str]]:
+    """Apply (or, with write=False, only compute) the autofixes of every file; (results, error lines)."""
+    from .fix import FileChanged, fix_source, write_atomic
+
+    lint = lint_for_fix(settings)
+    results: list[FixResult] = []
+    errors: list[str] = []
+    for path in discover(settings.paths, settings.exclude, settings.force_exclude):
+        data, err = _read(path)
+        if data is None:
+            continue
+        try:
+            res = fix_source(data, path, lint, unsafe=unsafe)
+        except Exception as exc:  # never write a half-fixed file
+            errors.append(f"could not fix {path}: {type(exc).__name__}: {exc}")
+            continue
+        if not res.changed:
+            continue
+        if write:
+            try:
+                write_atomic(path, res.fixed, expected_original=data)
+            except (FileChanged, OSError) as exc:
+                errors.append(str(exc))
+                continue
+        results.append(res)
+    return results, errors
+
+
+def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
+    """Add `# jaxlint: ignore[...]` to every line with a finding; (comments added, error lines)."""
+    from .fix import FileChanged, write_atomic
+    from .suppress import add_ignore_comments
+
+    result = run(dataclasses.replace(settings, verify=False))
+    by_path: dict[str, list[Finding]] = {}
+    for f in result.findings:
+        if f.name != SYNTAX_ERROR[1]:
+            by_path.setdefault(f.path, []).append(f)
+    added = 0
+    errors = list(result.errors)
+    for path, found in sorted(by_path.items()):
+        data, err = _read(path)
+        if data is None:
+            continue
+        new, count = add_ignore_comments(data, found)
+        if count == 0:
+            continue
+        try:
+            cst.parse_module(new)
+            write_atomic(path, new, expected_original=data)
+        except (FileChanged, OSError, cst.ParserSyntaxError) as exc:
+            errors.append(f"could not add suppressions to {path}: {exc}")
+            continue
+        added += count
+    return added, errors
+
+
 def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                  extra_transforms: Optional[dict[str, Transform]] = None,
                  external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
@@ -212,7 +287,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
         findings.append(
             Finding(
                 path, start.line, start.column + 1, end.line, end.column + 1, rule.code, rule.name, rep.message,
-                fn.qualname if fn is not None else None, Verification(), rep.fix, target,
+                fn.qualname if fn is not None else None, Verification(), rep.fix, target, rep.edit,
             )
         )
     findings.sort(key=Finding.sort_key)

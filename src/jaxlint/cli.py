@@ -9,7 +9,8 @@ from typing import Optional
 import click
 
 from . import __version__
-from .api import PathError, Settings, run
+from .api import PathError, Settings, add_noqa as add_noqa_comments, fix_paths, run
+from .fix import unified_diff
 from .config import Config, ConfigError, find_pyproject, load
 from .report import statistics, to_github, to_json, to_sarif, to_text, visible
 from .rules import BY_CODE, BY_NAME, RULES, SYNTAX_ERROR
@@ -78,6 +79,10 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 @click.option("--verify-memory", type=click.IntRange(min=64), default=None, metavar="MIB",
               help="Memory limit of a verification worker in MiB [default: 2048].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel workers [default: CPU count].")
+@click.option("--fix", is_flag=True, help="Apply safe autofixes in place.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour (with --fix or --diff).")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a diff instead of writing them.")
+@click.option("--add-noqa", is_flag=True, help="Add `# jaxlint: ignore[...]` to every line with a finding.")
 @click.option("--show-refuted", is_flag=True, help="Also print findings that verification proved false.")
 @click.option("--statistics", "show_stats", is_flag=True, help="Print the number of findings per rule.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
@@ -89,7 +94,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optional[str],
           extend_select: Optional[str], exclude: Optional[str], extend_exclude: Optional[str], force_exclude: bool,
           verify: Optional[bool], verify_timeout: Optional[float], verify_memory: Optional[int], jobs: Optional[int],
-          show_refuted: bool, show_stats: bool, exit_zero: bool, output_file: Optional[str],
+          fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, exit_zero: bool, output_file: Optional[str],
           config_path: Optional[str], isolated: bool, verbose: bool) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
@@ -106,6 +111,27 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
     settings = _settings(paths, cfg, select, ignore, extend_select, exclude, extend_exclude, force_exclude, verify,
                          verify_timeout, verify_memory, jobs)
     try:
+        if add_noqa:
+            added, errors = add_noqa_comments(settings)
+            for err in errors:
+                click.echo(f"jaxlint: {err}", err=True)
+            click.echo(f"Added {added} suppression comment{'s' if added != 1 else ''}.")
+            sys.exit(2 if errors else 0)
+        if show_diff or fix:
+            fixes, errors = fix_paths(settings, unsafe=unsafe_fixes, write=fix and not show_diff)
+            for err in errors:
+                click.echo(f"jaxlint: {err}", err=True)
+            if show_diff:
+                for res in fixes:
+                    click.echo(unified_diff(res), nl=False)
+                n = sum(len(r.applied) for r in fixes)
+                click.echo(f"{n} fix{'es' if n != 1 else ''} available in {len(fixes)} file{'s' if len(fixes) != 1 else ''}.",
+                           err=True)
+                sys.exit(1 if fixes else 0)
+            n = sum(len(r.applied) for r in fixes)
+            if n:
+                click.echo(f"Fixed {n} finding{'s' if n != 1 else ''} in {len(fixes)} file{'s' if len(fixes) != 1 else ''}.",
+                           err=True)
         result = run(settings)
     except PathError as exc:
         raise click.UsageError(str(exc)) from None

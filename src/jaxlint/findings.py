@@ -66,8 +66,9 @@ class Finding:
     function: Optional[str] = None
     verification: Verification = field(default_factory=Verification)
     fix: Optional[Fix] = None
-    # Not part of the JSON contract: what the verifier needs.
+    # Not part of the JSON contract: what the verifier needs, and the autofix edit (see edits.py).
     target: Optional[TraceTarget] = None
+    edit: Optional[Any] = field(default=None, repr=False, compare=False)
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)

@@ -399,6 +399,13 @@ class ModuleModel:
         values = self.values(scope, guards)
         return values is not None and values.truth_traced(expr)
 
+    def local_name_for(self, module: str) -> Optional[str]:
+        """The module-level name bound to `import module` (as written: `jax`, or `J` for `import jax as J`)."""
+        for local, qual in self.root.imports.items():
+            if qual == module:
+                return local
+        return None
+
     def values(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional["Values"]:
         """The traced-value oracle of the traced function around `scope`, or None outside traced code."""
         fn = scope.function_scope()

@@ -7,6 +7,8 @@ import libcst as cst
 
 from ..jaxapi import ARRAY_ANNOTATIONS, STAGING_MODULES
 from ..model import FunctionInfo, Scope
+from ..edits import Edit, at_update
+from ..findings import Fix
 from .base import Rule, Where
 
 _AUG = {
@@ -84,9 +86,10 @@ class ArrayItemAssignment(Rule):
             q = where.model.resolve(value.func, owner)
             if q is not None and q.startswith(STAGING_MODULES):
                 return True
-            if isinstance(value.func, cst.Attribute) and value.func.attr.value in ("set", "add", "multiply", "min",
-                                                                                    "max", "divide", "power", "astype"):
-                return isinstance(value.func.value, (cst.Subscript, cst.Name, cst.Attribute))
+            func = value.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Subscript) \
+                    and isinstance(func.value.value, cst.Attribute) and func.value.value.attr.value == "at":
+                return True  # x.at[i].set(v) and friends return a JAX array
         return False
 
     def _target(self, target: cst.BaseExpression) -> Optional[cst.Name]:
@@ -97,31 +100,38 @@ class ArrayItemAssignment(Rule):
             return target.value
         return None
 
-    def _flag(self, node: cst.CSTNode, name: str, index: str, method: str, value: str, where: Where) -> None:
+    def _flag(self, node: cst.CSTNode, target: cst.Subscript, method: Optional[str], value: cst.BaseExpression,
+              where: Where) -> None:
+        name, index = _code(target.value), _code(target.slice)
+        if method is None:  # `//=`, `%=` ...: no `.at` method to rewrite to
+            self.report(node, f"JAX arrays are immutable, so assigning into `{name}[{index}]` raises `TypeError`; "
+                        f"compute the new value and write it with `{name} = {name}.at[{index}].set(...)`.", where)
+            return
+        new = at_update(target, method, value)
         self.report(
             node,
             f"JAX arrays are immutable, so assigning into `{name}[{index}]` raises `TypeError`; "
-            f"write `{name} = {name}.at[{index}].{method}({value})`.",
+            f"write `{name} = {name}.at[{index}].{method}({_code(value)})`.",
             where,
+            fix=Fix(f"Rewrite as `{name} = {name}.at[{index}].{method}(...)`", "safe"),
+            edit=Edit(node, lambda old, new=new: new),
         )
 
     def visit_Assign(self, node: cst.Assign, where: Where) -> None:
         for t in node.targets:
             name = self._target(t.target)
             if name is not None and self._is_jax_array(name.value, where):
-                sub = t.target
-                assert isinstance(sub, cst.Subscript)
-                self._flag(node, name.value, _code(sub.slice), "set", _code(node.value), where)
+                assert isinstance(t.target, cst.Subscript)
+                if len(node.targets) == 1:
+                    self._flag(node, t.target, "set", node.value, where)
                 return
 
     def visit_AugAssign(self, node: cst.AugAssign, where: Where) -> None:
         name = self._target(node.target)
         if name is None or not self._is_jax_array(name.value, where):
             return
-        sub = node.target
-        assert isinstance(sub, cst.Subscript)
-        method = _AUG.get(type(node.operator), "set")
-        self._flag(node, name.value, _code(sub.slice), method, _code(node.value), where)
+        assert isinstance(node.target, cst.Subscript)
+        self._flag(node, node.target, _AUG.get(type(node.operator)), node.value, where)
 
 
 def _code(node: object) -> str:

@@ -6,6 +6,7 @@ from typing import Callable, ClassVar, Optional
 
 import libcst as cst
 
+from ..edits import Edit
 from ..findings import Fix
 from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope, Values
 
@@ -49,6 +50,7 @@ class Report:
     function: Optional[FunctionInfo]
     end_node: Optional[cst.CSTNode] = None  # where the span ends, when not at the end of `node`
     fix: Optional[Fix] = None
+    edit: Optional[Edit] = None
 
 
 @dataclass
@@ -64,9 +66,9 @@ class Rule:
     reports: list[Report] = field(default_factory=list)
 
     def report(self, node: cst.CSTNode, message: str, where: Where, *, end_node: Optional[cst.CSTNode] = None,
-               fix: Optional[Fix] = None) -> None:
+               fix: Optional[Fix] = None, edit: Optional[Edit] = None) -> None:
         fn = where.traced if not self.anywhere else (where.traced or where.function)
-        self.reports.append(Report(node, message, fn, end_node, fix))
+        self.reports.append(Report(node, message, fn, end_node, fix, edit))
 
     @classmethod
     def visitors(cls) -> dict[type, str]:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..edits import Edit, print_to_debug_print
+from ..findings import Fix
 from .base import Rule, Where, tracing_phrase
 
 
@@ -61,4 +63,11 @@ class PrintInTrace(Rule):
             what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
         else:
             what = "prints tracers instead of values"
-        self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where)
+        jax_name = where.model.local_name_for("jax") or "jax"
+        fix = edit = None
+        converted = print_to_debug_print(node, jax_name)
+        if converted is not None:
+            new, safe = converted
+            fix = Fix(f"Replace `print` with `{jax_name}.debug.print`", "safe" if safe else "unsafe")
+            edit = Edit(node, lambda _old, new=new: new, None if where.model.local_name_for("jax") else "jax")
+        self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where, fix=fix, edit=edit)

@@ -1,0 +1,12 @@
+"""A module that imports only jax.numpy and lax."""
+from jax import lax
+import jax.numpy as jnp
+
+
+def body(carry, x):
+    print("carry", carry)
+    return carry + x, x
+
+
+def run(xs):
+    return lax.scan(body, 0.0, xs)
