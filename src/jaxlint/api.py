@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .findings import Finding, Verification
 from .jaxapi import Transform
+from .cache import Cache, key_for
 from .model import ExternalCall, ModuleModel
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
@@ -41,6 +43,12 @@ class Settings:
     jobs: int = 1
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
     trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
+    cache_dir: Optional[str] = None  # None: no cache
+
+    def cache_key(self) -> str:
+        """What, besides the file itself, changes a file's static findings."""
+        return json.dumps([sorted(self.codes), sorted(self.trace_decorators),
+                           sorted((k, sorted(v)) for k, v in self.per_file_ignores.items())])
 
 
 @dataclass
@@ -317,13 +325,53 @@ def _analyse_file(path: str, settings: Settings, external: Optional[list[Externa
     data, err = _read(path)
     if data is None:
         return [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], [], None
+    cache = Cache(settings.cache_dir) if settings.cache_dir else None
+    key = key_for(data, settings.cache_key() + "|" + path, external or []) if cache else ""
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None:
+            return hit[0], hit[1], None
     try:
         found, calls = analyse(data, path, codes_for(path, settings), settings.trace_decorators, external)
-        return found, calls, None
     except RecursionError:
-        return [_syntax_finding(path, 1, 1, "The file is nested too deeply to analyse; the file was not checked.")], [], None
+        found, calls = [_syntax_finding(path, 1, 1, "The file is nested too deeply to analyse; "
+                                        "the file was not checked.")], []
     except Exception as exc:  # a bug in jaxlint must not hide the other files' findings
         return [], [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
+    for f in found:
+        f.edit = None  # edits hold tree nodes: they serve --fix only, which analyses afresh
+    if cache is not None:
+        cache.put(key, found, calls)
+    return found, calls, None
+
+
+def _analyse_chunk(args: tuple[list[str], Settings]) -> list[tuple[str, list[Finding], list[ExternalCall], Optional[str]]]:
+    paths, settings = args
+    return [(p, *_analyse_file(p, settings)) for p in paths]
+
+
+def analyse_files(files: list[str], settings: Settings) -> tuple[dict[str, tuple[list[Finding], list[ExternalCall]]], list[str]]:
+    """The per-file static pass, over `settings.jobs` processes when there is enough work."""
+    results: dict[str, tuple[list[Finding], list[ExternalCall]]] = {}
+    errors: list[str] = []
+    jobs = max(1, settings.jobs)
+    if jobs == 1 or len(files) < 2 * jobs:
+        rows = _analyse_chunk((files, settings))
+    else:
+        import concurrent.futures
+        import multiprocessing
+
+        # Many small chunks balance the load; order is restored below, so output never depends on jobs.
+        size = max(1, min(32, len(files) // (jobs * 4)))
+        chunks = [(files[i:i + size], settings) for i in range(0, len(files), size)]
+        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            rows = [row for chunk in pool.map(_analyse_chunk, chunks) for row in chunk]
+    for path, found, calls, err in rows:
+        results[path] = (found, calls)
+        if err:
+            errors.append(err)
+    return results, errors
 
 
 def module_name(path: str) -> str:
@@ -385,13 +433,7 @@ def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
     files = discover(settings.paths, settings.exclude, settings.force_exclude)
-    errors: list[str] = []
-    results: dict[str, tuple[list[Finding], list[ExternalCall]]] = {}
-    for path in files:
-        found, calls, err = _analyse_file(path, settings)
-        results[path] = (found, calls)
-        if err:
-            errors.append(err)
+    results, errors = analyse_files(files, settings)
     follow_across_files(files, results, settings, errors)
     findings = [f for path in files for f in results[path][0]]
     if settings.verify and findings:

@@ -79,6 +79,9 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 @click.option("--verify-memory", type=click.IntRange(min=64), default=None, metavar="MIB",
               help="Memory limit of a verification worker in MiB [default: 2048].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel workers [default: CPU count].")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Where to keep the result cache [default: .jaxlint_cache next to pyproject.toml, or in the current folder].")
 @click.option("--fix", is_flag=True, help="Apply safe autofixes in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour (with --fix or --diff).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a diff instead of writing them.")
@@ -94,7 +97,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optional[str],
           extend_select: Optional[str], exclude: Optional[str], extend_exclude: Optional[str], force_exclude: bool,
           verify: Optional[bool], verify_timeout: Optional[float], verify_memory: Optional[int], jobs: Optional[int],
-          fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, exit_zero: bool, output_file: Optional[str],
+          no_cache: bool, cache_dir: Optional[str], fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, exit_zero: bool, output_file: Optional[str],
           config_path: Optional[str], isolated: bool, verbose: bool) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
@@ -110,6 +113,9 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         raise click.UsageError(str(exc)) from None
     settings = _settings(paths, cfg, select, ignore, extend_select, exclude, extend_exclude, force_exclude, verify,
                          verify_timeout, verify_memory, jobs)
+    if not no_cache:
+        base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
+        settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")
     try:
         if add_noqa:
             added, errors = add_noqa_comments(settings)
@@ -166,6 +172,17 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         sys.exit(2)
     counted = [f for f in result.findings if f.verification.status != "refuted"]
     sys.exit(0 if exit_zero or not counted else 1)
+
+
+@main.command("clean", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="The cache folder to remove.")
+def clean(cache_dir: Optional[str]) -> None:
+    """Remove the result cache."""
+    from .cache import clean as remove
+
+    pyproject = find_pyproject(".")
+    folder = cache_dir or os.path.join(os.path.dirname(pyproject) if pyproject else os.getcwd(), ".jaxlint_cache")
+    click.echo(f"Removed {folder}" if remove(folder) else f"No cache at {folder}")
 
 
 @main.command("rule", context_settings={"help_option_names": ["-h", "--help"]})

@@ -990,7 +990,9 @@ class _Tracer:
                 self.seed_call(call, fn, fn, fn.abstract)
                 continue
             ref = m.resolve_callable(call.func, fn)
-            args = [_ArgInfo(a, t, t and values.is_pytree(a.value)) for a in call.args for t in (values.traced(a.value),)]
+            args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None, t,
+                            t and values.is_pytree(a.value))
+                    for a in call.args for t in (values.traced(a.value),)]
             if ref is None:
                 if qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
                     m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
@@ -1014,8 +1016,11 @@ class _Tracer:
 
 
 @dataclass(frozen=True)
-class _ArgInfo:
-    arg: cst.Arg
+class ArgInfo:
+    """One argument of a call, as far as tracing goes: its form and whether it carries traced values."""
+
+    star: str  # "", "*" or "**"
+    keyword: Optional[str]
     traced: bool
     pytree: bool
 
@@ -1025,14 +1030,14 @@ class ExternalCall:
     """A call from traced code to a function imported from elsewhere (followed across files by the API)."""
 
     qualname: str  # as resolved through this module's imports, e.g. `.losses.l2` or `pkg.losses.l2`
-    args: tuple[_ArgInfo, ...]
+    args: tuple[ArgInfo, ...]
     abstract: bool
     cached: bool
     caller: str
     origin: str = ""  # the caller's file, filled in by the API
 
 
-def _map_args(callee: FunctionInfo, offset: int, args: list[_ArgInfo]) -> tuple[set[str], set[str]]:
+def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo]) -> tuple[set[str], set[str]]:
     """Which parameters of `callee` receive traced values (and whole pytrees) from these arguments."""
     traced: set[str] = set()
     pytrees: set[str] = set()
@@ -1041,20 +1046,20 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[_ArgInfo]) -> tuple[
     kwstar = next((p for p in callee.params if p.star == "**"), None)
     pos = offset
     for info in args:
-        a, is_t = info.arg, info.traced
-        if a.star == "*":
+        is_t = info.traced
+        if info.star == "*":
             if is_t:
                 traced.update(p.name for p in positional[pos:])
                 if star:
                     traced.add(star.name)
             continue
-        if a.star == "**":
+        if info.star == "**":
             if is_t:
                 traced.update(p.name for p in callee.params if p.index is None or p.index >= pos)
             continue
         target = None
-        if a.keyword is not None:
-            p = callee.param(a.keyword.value)
+        if info.keyword is not None:
+            p = callee.param(info.keyword)
             target = p.name if p is not None else (kwstar.name if kwstar else None)
         elif pos < len(positional):
             target = positional[pos].name
