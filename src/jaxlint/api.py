@@ -7,7 +7,9 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, TypeVar
+
+T = TypeVar("T")
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -134,6 +136,9 @@ def _one_line(exc: BaseException) -> str:
 
 def _syntax_error(raw: bytes, path: str, exc: cst.ParserSyntaxError) -> Finding:
     """CPython's own message and position where it agrees the file is invalid; libcst's otherwise."""
+    if b"\x00" in raw:
+        line = raw[:raw.index(b"\x00")].count(b"\n") + 1
+        return _syntax_finding(path, line, 1, "The file contains a NUL byte; the file was not checked.")
     try:
         compile(raw, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
     except SyntaxError as py:
@@ -347,7 +352,40 @@ def _analyse_file(path: str, settings: Settings, external: Optional[list[Externa
 
 def _analyse_chunk(args: tuple[list[str], Settings]) -> list[tuple[str, list[Finding], list[ExternalCall], Optional[str]]]:
     paths, settings = args
-    return [(p, *_analyse_file(p, settings)) for p in paths]
+    return with_deep_stack(lambda: [(p, *_analyse_file(p, settings)) for p in paths])
+
+
+def with_deep_stack(fn: "Callable[[], T]") -> "T":
+    """Run `fn` in a thread with a large stack and recursion limit.
+
+    Deeply nested code (thousands of chained operators, hundreds of nested calls) is valid Python;
+    the tree walks are recursive, and the default limits would turn such files into errors.
+    """
+    import sys
+    import threading
+
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the calling thread
+            box["error"] = exc
+
+    old_limit = sys.getrecursionlimit()
+    old_size = threading.stack_size()
+    try:
+        threading.stack_size(512 * 1024 * 1024)
+        sys.setrecursionlimit(max(old_limit, 60000))
+        t = threading.Thread(target=target, name="jaxlint-analysis")
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old_size)
+        sys.setrecursionlimit(old_limit)
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 def analyse_files(files: list[str], settings: Settings) -> tuple[dict[str, tuple[list[Finding], list[ExternalCall]]], list[str]]:

@@ -61,11 +61,18 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
         out.append(head)
         src = _source_line(f.path, f.line, cache)
         if src is not None and src.strip():
-            text = src.expandtabs(1) if "\t" in src else src
-            end = f.end_column if f.end_line == f.line and f.end_column > f.column else len(text.rstrip()) + 1
-            width = max(1, end - f.column)
-            out.append("    " + text.rstrip())
-            out.append("    " + " " * (f.column - 1) + style("^" * width, fg="red"))
+            text = (src.expandtabs(1) if "\t" in src else src).rstrip()
+            if f.end_line != f.line:
+                end = len(text) + 1
+            else:
+                end = max(f.end_column, f.column + 1)
+            start = f.column - 1
+            # Keep very long lines readable: a window around the flagged span.
+            offset = max(0, start - 40) if len(text) > 160 else 0
+            shown = text[offset:offset + 160]
+            width = max(1, min(end - 1, offset + 160) - start)
+            out.append("    " + shown)
+            out.append("    " + " " * (start - offset) + style("^" * width, fg="red"))
         if f.verification.detail and f.verification.status in ("confirmed", "refuted", "unverified"):
             out.append("    " + style(f"= {f.verification.status}: {f.verification.detail}", dim=True))
     counted = [f for f in findings if f.verification.status != "refuted"]
