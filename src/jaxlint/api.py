@@ -477,7 +477,9 @@ def run(settings: Settings) -> Result:
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
 
+        import sys
+
         verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                        jobs=max(1, settings.jobs))
+                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(findings) > 5)
     findings.sort(key=Finding.sort_key)
     return Result(findings, len(files), time.perf_counter() - started, errors)

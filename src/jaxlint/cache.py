@@ -79,10 +79,7 @@ def _finding_to_json(f: Finding) -> dict[str, Any]:
 
 def _finding_from_json(d: dict[str, Any]) -> Finding:
     t = d.get("target")
-    target = None
-    if t is not None:
-        target = TraceTarget(t["qualname"], t["def_line"], t["transform"], tuple(t["static_argnums"]),
-                             tuple(t["static_argnames"]), tuple(t["via"]))
+    target = TraceTarget.from_json(t) if t is not None else None
     fix = Fix(**d["fix"]) if d.get("fix") else None
     return Finding(d["path"], d["line"], d["column"], d["end_line"], d["end_column"], d["code"], d["name"],
                    d["message"], d["function"], Verification(**d["verification"]), fix, target)

@@ -41,6 +41,8 @@ class TraceTarget:
     static_argnums: tuple[int, ...] = ()
     static_argnames: tuple[str, ...] = ()
     via: tuple[str, ...] = ()
+    # For helpers and bodies reached from another traced function: how that outermost function is traced.
+    root: Optional["TraceTarget"] = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,7 +52,14 @@ class TraceTarget:
             "static_argnums": list(self.static_argnums),
             "static_argnames": list(self.static_argnames),
             "via": list(self.via),
+            "root": self.root.to_json() if self.root is not None else None,
         }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TraceTarget":
+        return cls(d["qualname"], d["def_line"], d["transform"], tuple(d["static_argnums"]),
+                   tuple(d["static_argnames"]), tuple(d["via"]),
+                   cls.from_json(d["root"]) if d.get("root") else None)
 
 
 @dataclass

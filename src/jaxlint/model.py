@@ -944,7 +944,7 @@ class _Tracer:
             static_nums = tuple(p.index - offset for p in positional
                                 if statics is not None and p.name in statics and p.index is not None and p.index >= offset)
             fn.target = TraceTarget(fn.qualname, 0, t.kind,
-                                    static_nums, tuple(sorted(statics or ())), _via(site_fn))
+                                    static_nums, tuple(sorted(statics or ())), _via(site_fn), _root(site_fn))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached, t.kind, None, pytrees=set() if t.statics == "filter" else traced)
 
@@ -970,7 +970,7 @@ class _Tracer:
             fn.traced_params |= new
             grew = True
         if caller is not None and fn.target is None:
-            fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), _via(caller))
+            fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), _via(caller), _root(caller))
         if grew:
             self.changed = True
 
@@ -1133,6 +1133,13 @@ def _is_literal(expr: Optional[cst.BaseExpression]) -> bool:
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         return _is_literal(expr.expression)
     return False
+
+
+def _root(site_fn: Optional[FunctionInfo]) -> Optional[TraceTarget]:
+    """How the outermost traced function on the way to `site_fn` (inclusive) is traced."""
+    if site_fn is None or site_fn.target is None:
+        return None
+    return site_fn.target.root or site_fn.target
 
 
 def _via(site_fn: Optional[FunctionInfo]) -> tuple[str, ...]:

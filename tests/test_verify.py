@@ -1,0 +1,116 @@
+"""Verification: verdicts from JAX on the fixtures, a refutation, and the fences around user code."""
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from fixture_markers import read_markers
+from jaxlint.api import Settings, lint_source, run
+from jaxlint.findings import Finding, TraceTarget
+from jaxlint.verify import verify_findings
+
+pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "verify_data"
+
+
+@pytest.fixture(scope="module")
+def verified() -> dict[str, list[Finding]]:
+    result = run(Settings(paths=[str(ROOT / "fixtures")], verify=True, verify_timeout=20.0, jobs=2))
+    by_path: dict[str, list[Finding]] = defaultdict(list)
+    for f in result.findings:
+        by_path[str(Path(f.path).resolve())].append(f)
+    return by_path
+
+
+def test_fixture_verdicts_match_markers(verified: dict[str, list[Finding]]) -> None:
+    problems = []
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        wanted = {(m.line, m.slug): m.status for m in read_markers(path) if not m.miss}
+        for f in verified.get(str(path.resolve()), []):
+            status = f.verification.status
+            expected = wanted.get((f.line, f.name))
+            if expected in ("confirmed", "refuted") and status != expected:
+                problems.append(f"{path.relative_to(ROOT)}:{f.line} {f.name}: expected {expected}, got {status} "
+                                f"({f.verification.detail})")
+            if expected is None and status == "refuted":
+                problems.append(f"{path.relative_to(ROOT)}:{f.line} {f.name}: a marked hazard was refuted "
+                                f"({f.verification.detail})")
+            if f.name != "syntax-error" and not f.verification.detail and status != "not-run":
+                problems.append(f"{path.relative_to(ROOT)}:{f.line} {f.name}: verdict without evidence")
+    assert not problems, "\n".join(problems)
+
+
+def test_core_rules_confirmed_where_inputs_can_be_built(verified: dict[str, list[Finding]]) -> None:
+    core = {"traced-if", "traced-while", "print-in-trace", "global-mutation"}
+    confirmed = [f for fs in verified.values() for f in fs if f.name in core and f.verification.status == "confirmed"]
+    assert len(confirmed) >= 40
+
+
+def _finding(path: Path, line: int, name: str = "traced-if", transform: str = "jit", qualname: str = "f") -> Finding:
+    target = TraceTarget(qualname, 0, transform)
+    return Finding(str(path), line, 5, line, 10, "JL101", name, "", qualname, target=target)
+
+
+def test_a_static_lookalike_forced_through_is_refuted() -> None:
+    # The static pass knows `x.ndim` is static and stays quiet; force a finding there to see JAX disagree.
+    path = DATA / "refutable.py"
+    assert not lint_source(path.read_bytes(), str(path))
+    f = _finding(path, 6)
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "refuted", f.verification.detail
+    assert "line 6 ran" in f.verification.detail
+
+
+def test_unknown_pytree_is_unverified_with_reason() -> None:
+    path = DATA / "unknown_pytree.py"
+    f = _finding(path, 6)
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "unverified"
+    assert "state" in f.verification.detail and "structure" in f.verification.detail
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("hang_at_import.py", ("longer than", "time limit")),
+        ("exits_at_import.py", ("status 3",)),
+        ("allocates_at_import.py", ("MemoryError", "memory", "killed")),
+        ("import_fails.py", ("ModuleNotFoundError",)),
+        ("exits_while_tracing.py", ("SystemExit",)),
+    ],
+)
+def test_fences_cost_only_the_verdict(name: str, words: tuple[str, ...]) -> None:
+    path = DATA / name
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "if x > 0" in text)
+    f = _finding(path, line)
+    other = _finding(DATA / "refutable.py", 6)
+    started = time.monotonic()
+    verify_findings([f, other], timeout=8, memory_mb=1024, jobs=2)
+    assert time.monotonic() - started < 60
+    assert f.verification.status == "unverified"
+    assert any(w in f.verification.detail for w in words), f.verification.detail
+    assert other.verification.status == "refuted"  # the other file's verdict is unaffected
+
+
+def test_top_level_training_does_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "trained.txt"
+    monkeypatch.setenv("JAXLINT_TEST_MARKER", str(marker))
+    path = DATA / "trains_at_top_level.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [x.name for x in found] == ["traced-if"]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail
+    assert not marker.exists(), "verification ran the module's top-level training loop"
+
+
+def test_working_tree_unchanged(tmp_path: Path) -> None:
+    before = sorted(os.listdir(DATA))
+    f = _finding(DATA / "refutable.py", 6)
+    verify_findings([f], timeout=20)
+    assert sorted(os.listdir(DATA)) == before
