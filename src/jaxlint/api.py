@@ -480,6 +480,7 @@ def run(settings: Settings) -> Result:
         import sys
 
         verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(findings) > 5)
+                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(findings) > 5,
+                        cache_dir=settings.cache_dir)
     findings.sort(key=Finding.sort_key)
     return Result(findings, len(files), time.perf_counter() - started, errors)

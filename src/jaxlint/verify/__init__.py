@@ -145,8 +145,55 @@ def _exit_reason(code: int, memory_mb: int) -> str:
     return f"the verification worker exited with status {code}"
 
 
+def _cache_key(path: str, findings: list[Finding], timeout: float, memory_mb: int) -> Optional[str]:
+    """The file, the Python files beside it (what it may import from the project), and the findings."""
+    import hashlib
+
+    from .. import __version__
+
+    h = hashlib.sha256(f"{__version__}|{timeout}|{memory_mb}|".encode())
+    try:
+        folder = os.path.dirname(os.path.abspath(path))
+        with open(path, "rb") as f:
+            h.update(f.read())
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(name.encode() + hashlib.sha256(f.read()).digest())
+    except OSError:
+        return None
+    h.update(json.dumps(_job(path, findings, timeout)["findings"], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _cached_run(path: str, findings: list[Finding], timeout: float, memory_mb: int,
+                cache_dir: Optional[str]) -> dict[str, dict[str, str]]:
+    key = _cache_key(path, findings, timeout, memory_mb) if cache_dir else None
+    entry = os.path.join(cache_dir, "verdicts", key[:2], key + ".json") if cache_dir and key else None
+    if entry is not None:
+        try:
+            with open(entry, encoding="utf-8") as f:
+                cached = json.load(f)
+            if isinstance(cached, dict) and all(str(i) in cached for i in range(len(findings))):
+                return cached
+        except (OSError, ValueError):
+            pass
+    results = _run_worker(path, findings, timeout, memory_mb)
+    # Only definite outcomes are worth keeping: a time-out on a busy machine should be retried.
+    if entry is not None and not any("time" in r.get("detail", "") for r in results.values()):
+        try:
+            os.makedirs(os.path.dirname(entry), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(results, f)
+            os.replace(tmp, entry)
+        except OSError:
+            pass
+    return results
+
+
 def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb: int = 2048, jobs: int = 2,
-                    progress: bool = False) -> None:
+                    progress: bool = False, cache_dir: Optional[str] = None) -> None:
     """Set `verification` on every finding: confirmed / refuted / unverified (with evidence)."""
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
@@ -158,7 +205,7 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
         return
     bar = _Progress(len(by_path)) if progress else None
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(_run_worker, path, group, timeout, memory_mb): group
+        futures = {pool.submit(_cached_run, path, group, timeout, memory_mb, cache_dir): group
                    for path, group in sorted(by_path.items())}
         for fut in concurrent.futures.as_completed(futures):
             group = futures[fut]
