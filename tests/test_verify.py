@@ -114,3 +114,12 @@ def test_working_tree_unchanged(tmp_path: Path) -> None:
     f = _finding(DATA / "refutable.py", 6)
     verify_findings([f], timeout=20)
     assert sorted(os.listdir(DATA)) == before
+
+
+def test_jit_of_a_named_function_in_a_loop_is_refuted() -> None:
+    # `jax.jit(step)` in a loop is cached by JAX; forcing a jit-in-loop finding there must be refuted.
+    path = ROOT / "fixtures" / "jit-in-loop" / "neg_named_function_in_loop.py"
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "jax.jit(step)" in t)
+    f = Finding(str(path), line, 13, line, 30, "JL401", "jit-in-loop", "", "train")
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "refuted", f.verification.detail

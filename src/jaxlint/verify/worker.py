@@ -398,6 +398,87 @@ class Worker:
                 else:
                     self.verdict(f["idx"], "unverified", f"`{name}` did not change while calling {sig}")
 
+    # ---- jit-in-loop: rebuild the callable twice, as two passes of the loop would --------------
+
+    def jit_expression(self, f: dict[str, Any]) -> Optional[ast.AST]:
+        """The flagged `jax.jit(...)` call, or the def carrying the flagged `@jax.jit` decorator."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and node.lineno == f["line"] and node.args and \
+                    ast.unparse(node.func).split(".")[-1] in ("jit", "pjit", "pmap", "filter_jit"):
+                return node
+            if isinstance(node, ast.FunctionDef) and any(d.lineno == f["line"] for d in node.decorator_list):
+                return node
+        return None
+
+    def verify_jit_in_loop(self, mod: types.ModuleType, f: dict[str, Any], expr: Optional[ast.AST]) -> None:
+        import inspect
+
+        import jax
+        from jax import monitoring
+
+        if expr is None:
+            raise CannotBuild("could not find the flagged jit expression")
+        env: dict[str, Any] = dict(mod.__dict__)
+        free = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+        # Names the loop body binds to callables or instances (`step = lambda ...`, `def step`,
+        # `scaler = Scaler(2.0)`): re-run those bindings on each pass, as the loop does.
+        preamble = [b for b in (self._binding_before(n, f["line"]) for n in sorted(free)) if b is not None]
+        for stmt in preamble:
+            free |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+        for name in free:
+            if name in ("self", "cls"):
+                raise CannotBuild("the callable is a bound method of an instance verification cannot construct")
+            env[name] = 1.0  # a loop variable: any value will do, the callable is what is rebuilt
+        jitted = []
+        for _ in range(2):  # two passes through the loop body
+            if preamble:
+                exec(compile(ast.Module(body=preamble, type_ignores=[]), self.path, "exec"), env)
+            if isinstance(expr, ast.FunctionDef):
+                exec(compile(ast.Module(body=[expr], type_ignores=[]), self.path, "exec"), env)
+                jitted.append(env[expr.name])
+            else:
+                jitted.append(eval(compile(ast.Expression(expr), self.path, "eval"), env))
+        inner = getattr(jitted[0], "__wrapped__", None) or jitted[0]
+        try:
+            sig = inspect.signature(inner)
+            n_args = sum(1 for p in sig.parameters.values()
+                         if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        except (TypeError, ValueError):
+            n_args = 1
+        traces: list[str] = []
+        monitoring.register_event_duration_secs_listener(
+            lambda event, duration, **kw: traces.append(event) if event.endswith("jaxpr_trace_duration") else None)
+        counts = []
+        for fn in jitted:
+            before = len(traces)
+            for shape in ((), (3,)):
+                try:
+                    fn(*[jax.numpy.ones(shape) for _ in range(n_args)])
+                    break
+                except Exception:
+                    continue
+            counts.append(len(traces) - before)
+        if counts[0] == 0:
+            self.verdict(f["idx"], "unverified", "the rebuilt callable could not be called with simple inputs")
+        elif counts[1] > 0:
+            self.verdict(f["idx"], "confirmed", "each of 2 passes through the loop body traced the jitted callable "
+                         f"anew ({sum(counts)} traces on JAX's own trace counter)")
+        else:
+            self.verdict(f["idx"], "refuted", "the second pass hit JAX's cache: no new trace")
+
+    def _binding_before(self, name: str, line: int) -> Optional[ast.stmt]:
+        """The nearest `def name` or `name = <lambda | call>` above `line` (inside a function or loop)."""
+        best: Optional[ast.stmt] = None
+        for node in ast.walk(self.tree):
+            if getattr(node, "lineno", line) >= line or node in self.tree.body:
+                continue
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                best = node if best is None or node.lineno > best.lineno else best
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and node.targets[0].id == name and isinstance(node.value, (ast.Lambda, ast.Call)):
+                best = node if best is None or node.lineno > best.lineno else best
+        return best
+
     def watched_name(self, f: dict[str, Any]) -> Optional[str]:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.stmt) and getattr(node, "lineno", None) == f["line"] and not isinstance(
@@ -435,10 +516,11 @@ class Worker:
             self.all(findings, "unverified", f"jax could not be imported in the verification worker ({exc})")
             return
         groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+        loops: list[dict[str, Any]] = []
         for f in findings:
             target = f.get("target")
             if f["name"] == "jit-in-loop":
-                self.verdict(f["idx"], "unverified", "verifying needs the values of the enclosing loop; not attempted")
+                loops.append(f)
                 continue
             if target is None:
                 if not f.get("function"):
@@ -461,9 +543,21 @@ class Worker:
                         "static_argnums": [], "static_argnames": []}
             key = json.dumps(root, sort_keys=True)
             groups.setdefault(key, (root, []))[1].append(f)
-        if not groups:
+        if not groups and not loops:
             return
         roots = {g[0]["qualname"].split(".")[0] for g in groups.values()}
+        with open(self.path, "rb") as fh:
+            self.tree = ast.parse(fh.read(), self.path)
+        loop_exprs = {f["idx"]: self.jit_expression(f) for f in loops}
+        for f in loops:
+            expr = loop_exprs[f["idx"]]
+            if expr is not None:
+                names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+                for name in list(names):
+                    binding = self._binding_before(name, f["line"])
+                    if binding is not None:
+                        names |= {n.id for n in ast.walk(binding) if isinstance(n, ast.Name)}
+                roots |= names
         self.roots = roots
         timeout = float(self.job.get("timeout", 10.0))
         signal.setitimer(signal.ITIMER_REAL, timeout)
@@ -477,6 +571,18 @@ class Worker:
             return
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        for f in loops:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                self.verify_jit_in_loop(mod, f, loop_exprs[f["idx"]])
+            except TimedOut:
+                self.verdict(f["idx"], "unverified", f"re-creating the jitted callable took longer than {timeout:g} s")
+            except CannotBuild as exc:
+                self.verdict(f["idx"], "unverified", str(exc))
+            except BaseException as exc:
+                self.verdict(f["idx"], "unverified", f"verification failed: {_error_summary(exc, self.path)}")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
         for root, group in groups.values():
             signal.setitimer(signal.ITIMER_REAL, timeout)
             try:
