@@ -32,6 +32,17 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.checkpoint": Transform("checkpoint", True, False, "jit"),
     "jax.remat": Transform("checkpoint", True, False, "jit"),
     "jax.ad_checkpoint.checkpoint": Transform("checkpoint", True, False, "jit"),
+    "jax.eval_shape": Transform("eval_shape", True, False),
+    "jax.make_jaxpr": Transform("make_jaxpr", True, False, "jit"),
+    "jax.linearize": Transform("linearize", False, False),
+    "jax.jvp": Transform("jvp", False, False),
+    "jax.vjp": Transform("vjp", False, False),
+    "jax.custom_jvp": Transform("custom_jvp", False, False),
+    "jax.custom_vjp": Transform("custom_vjp", False, False),
+    "jax.shard_map": Transform("shard_map", True, True),
+    "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True),
+    "flax.linen.jit": Transform("jit", True, True, "jit"),
+    "flax.nnx.jit": Transform("jit", True, True, "jit"),
     "equinox.filter_jit": Transform("filter_jit", True, True, "filter"),
     "equinox.filter_vmap": Transform("vmap", True, False, "filter"),
     "equinox.filter_pmap": Transform("pmap", True, True, "filter"),
@@ -40,6 +51,7 @@ TRANSFORMS: dict[str, Transform] = {
     "equinox.filter_checkpoint": Transform("checkpoint", True, False, "filter"),
 }
 
+# `jax.shard_map` is also spelled through `jax.experimental.shard_map`; `jax.checkpoint` as `jax.remat`.
 # Transforms whose call inside a loop re-traces when handed a fresh callable (jit-in-loop).
 JIT_LIKE = frozenset(
     q for q, t in TRANSFORMS.items() if t.kind in ("jit", "pjit", "pmap", "filter_jit")
@@ -55,6 +67,8 @@ LAX_BODIES: dict[str, tuple[str, tuple[tuple[int, str, bool], ...]]] = {
     "jax.lax.switch": ("switch", ((1, "branches", True),)),
     "jax.lax.map": ("map", ((0, "f", False),)),
     "jax.lax.associative_scan": ("associative_scan", ((0, "fn", False),)),
+    "jax.experimental.ode.odeint": ("odeint", ((0, "func", False),)),
+    "jax.lax.custom_root": ("custom_root", ((1, "solve", False), (2, "tangent_solve", False))),
 }
 
 # Calls that hand their callable argument traced leaves when (and only when) they run in traced code.

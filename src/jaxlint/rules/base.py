@@ -87,6 +87,9 @@ _TRANSFORM_TEXT = {
     "jit": "`jax.jit`", "pjit": "`pjit`", "pmap": "`jax.pmap`", "vmap": "`jax.vmap`", "grad": "`jax.grad`",
     "value_and_grad": "`jax.value_and_grad`", "checkpoint": "`jax.checkpoint`", "filter_jit": "`eqx.filter_jit`",
     "jacfwd": "`jax.jacfwd`", "jacrev": "`jax.jacrev`", "hessian": "`jax.hessian`",
+    "eval_shape": "`jax.eval_shape`", "make_jaxpr": "`jax.make_jaxpr`", "linearize": "`jax.linearize`",
+    "jvp": "`jax.jvp`", "vjp": "`jax.vjp`", "custom_jvp": "`jax.custom_jvp`", "custom_vjp": "`jax.custom_vjp`",
+    "shard_map": "`shard_map`", "odeint": "`odeint`", "custom_root": "`lax.custom_root`",
 }
 
 
@@ -99,8 +102,10 @@ def tracing_phrase(fn: FunctionInfo) -> str:
         chain = " -> ".join(f"`{q}`" if " (" not in q else f"`{q.split(' (')[0]}` in `{q.split(' (')[1][:-1]}`"
                             for q in t.via) if t.via else "traced code"
         return f"in `{fn.qualname}` (called from {chain})"
-    if t.transform in _TRANSFORM_TEXT:
+    if t.transform in _TRANSFORM_TEXT and not t.via:
         return f"in `{fn.qualname}` under {_TRANSFORM_TEXT[t.transform]}"
+    if t.transform in _TRANSFORM_TEXT:
+        return f"in `{fn.qualname}` (traced by {_TRANSFORM_TEXT[t.transform]} in `{t.via[-1]}`)"
     return f"in `{fn.qualname}` (a `lax.{t.transform}` body)"
 
 
