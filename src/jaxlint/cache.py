@@ -19,9 +19,27 @@ from .model import ArgInfo, ExternalCall
 FORMAT = 1
 
 
+_CODE: Optional[str] = None
+
+
+def code_fingerprint() -> str:
+    """jaxlint's own code (names, sizes, mtimes): an edited checkout must not reuse stale results."""
+    global _CODE
+    if _CODE is None:
+        h = hashlib.sha256()
+        pkg = os.path.dirname(os.path.abspath(__file__))
+        for folder, _dirs, files in sorted(os.walk(pkg)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(folder, name))
+                    h.update(f"{os.path.relpath(os.path.join(folder, name), pkg)}|{st.st_size}|{st.st_mtime_ns}".encode())
+        _CODE = h.hexdigest()[:16]
+    return _CODE
+
+
 def key_for(data: bytes, settings_key: str, seeds: list[ExternalCall]) -> str:
     h = hashlib.sha256()
-    h.update(f"{FORMAT}|{__version__}|{settings_key}|".encode())
+    h.update(f"{FORMAT}|{__version__}|{code_fingerprint()}|{settings_key}|".encode())
     h.update(hashlib.sha256(data).digest())
     for s in sorted(json.dumps(_call_to_json(c), sort_keys=True) for c in seeds):
         h.update(s.encode())

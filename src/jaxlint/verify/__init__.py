@@ -151,7 +151,9 @@ def _cache_key(path: str, findings: list[Finding], timeout: float, memory_mb: in
 
     from .. import __version__
 
-    h = hashlib.sha256(f"{__version__}|{timeout}|{memory_mb}|".encode())
+    from ..cache import code_fingerprint
+
+    h = hashlib.sha256(f"{__version__}|{code_fingerprint()}|{timeout}|{memory_mb}|".encode())
     try:
         folder = os.path.dirname(os.path.abspath(path))
         with open(path, "rb") as f:
