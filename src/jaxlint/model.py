@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -798,30 +798,30 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     return frozenset()
 
 
-def _int_values(expr: cst.BaseExpression) -> Optional[list[int]]:
+def _int_leaf(expr: cst.BaseExpression) -> Optional[int]:
     if isinstance(expr, cst.Integer):
-        return [int(expr.value, 0)]
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and isinstance(expr.expression, cst.Integer):
-        return [-int(expr.expression.value, 0)]
-    if isinstance(expr, (cst.Tuple, cst.List)):
-        out: list[int] = []
-        for el in expr.elements:
-            vals = _int_values(el.value)
-            if vals is None:
-                return None
-            out.extend(vals)
-        return out
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) \
+            and isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.value, 0)
     return None
 
 
-def _str_values(expr: cst.BaseExpression) -> Optional[list[str]]:
-    if isinstance(expr, cst.SimpleString):
-        v = expr.evaluated_value
-        return [v] if isinstance(v, str) else None
+def _str_leaf(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    return None
+
+
+def _literal_values(expr: cst.BaseExpression, leaf: "Callable[[cst.BaseExpression], Any]") -> Optional[list]:
+    """`1`, `(1, 2)`, `["a", "b"]` -> their values; None when any element is not such a literal."""
+    value = leaf(expr)
+    if value is not None:
+        return [value]
     if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
-        out: list[str] = []
+        out: list = []
         for el in expr.elements:
-            vals = _str_values(el.value)
+            vals = _literal_values(el.value, leaf)
             if vals is None:
                 return None
             out.extend(vals)
@@ -1080,7 +1080,7 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
     out: set[str] = set()
 
     def by_index(expr: cst.BaseExpression) -> bool:
-        nums = _int_values(expr)
+        nums = _literal_values(expr, _int_leaf)
         if nums is None:
             return False
         usable = positional[offset:]
@@ -1094,7 +1094,7 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
             if key in opts and not by_index(opts[key]):
                 return None
         if "static_argnames" in opts:
-            names = _str_values(opts["static_argnames"])
+            names = _literal_values(opts["static_argnames"], _str_leaf)
             if names is None:
                 return None
             out.update(names)

@@ -36,6 +36,12 @@ class Where:
     def values(self) -> Optional["Values"]:
         return self.model.values(self.scope, self.guards)
 
+    @property
+    def abstract_values(self) -> Optional["Values"]:
+        """The traced-value oracle, only inside code JAX traces abstractly (jit, vmap, lax bodies…)."""
+        fn = self.traced
+        return self.values if fn is not None and fn.abstract else None
+
     def truth_traced(self, expr: cst.BaseExpression) -> bool:
         return self.model.truth_traced(expr, self.scope, self.guards)
 

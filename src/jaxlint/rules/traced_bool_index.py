@@ -53,10 +53,10 @@ class TracedBoolIndex(Rule):
     summary = "dynamic-size boolean indexing"
 
     def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
-        fn = where.traced
-        values = where.values
-        if fn is None or not fn.abstract or values is None:
+        values = where.abstract_values
+        if values is None:
             return
+        fn = values.fn
         for el in node.slice:
             if isinstance(el.slice, cst.Index) and values.is_bool_array(el.slice.value):
                 self.report(
@@ -68,10 +68,10 @@ class TracedBoolIndex(Rule):
                 return
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
-        fn = where.traced
-        values = where.values
-        if fn is None or not fn.abstract or values is None:
+        values = where.abstract_values
+        if values is None:
             return
+        fn = values.fn
         if any(a.keyword is not None and a.keyword.value == "size" for a in node.args):
             return
         qual = where.resolve(node.func) or ""

@@ -88,10 +88,10 @@ class TracedShape(Rule):
         )
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
-        fn = where.traced
-        values = where.values
-        if fn is None or not fn.abstract or values is None:
+        values = where.abstract_values
+        if values is None:
             return
+        fn = values.fn
         qual = where.resolve(node.func)
         what: Optional[str] = None
         if qual is not None and qual in SHAPE_ARGS:
@@ -113,10 +113,10 @@ class TracedShape(Rule):
             self._report(node, what, where)
 
     def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
-        fn = where.traced
-        values = where.values
-        if fn is None or not fn.abstract or values is None:
+        values = where.abstract_values
+        if values is None:
             return
+        fn = values.fn
         for el in node.slice:
             sl = el.slice
             if isinstance(sl, cst.Slice) and any(
