@@ -11,7 +11,7 @@ class Transform:
     kind: str  # short name used in messages and by the verifier: jit, vmap, grad, ...
     abstract: bool  # values are abstract (bool()/int() on them fail) under this transform alone
     cached: bool  # the traced function is cached, so Python side effects run once per trace
-    statics: str = ""  # how static parameters are written: "jit", "pmap", "vmap", "filter", ""
+    statics: str = ""  # how static parameters are written: "jit", "pmap", "vmap", "filter", "custom", ""
 
 
 _JIT = Transform("jit", abstract=True, cached=True, statics="jit")
@@ -37,8 +37,8 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.linearize": Transform("linearize", False, False),
     "jax.jvp": Transform("jvp", False, False),
     "jax.vjp": Transform("vjp", False, False),
-    "jax.custom_jvp": Transform("custom_jvp", False, False),
-    "jax.custom_vjp": Transform("custom_vjp", False, False),
+    "jax.custom_jvp": Transform("custom_jvp", False, False, "custom"),
+    "jax.custom_vjp": Transform("custom_vjp", False, False, "custom"),
     "jax.shard_map": Transform("shard_map", True, True),
     "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True),
     "flax.linen.jit": Transform("jit", True, True, "jit"),

@@ -7,6 +7,7 @@ static, following transforms, control-flow bodies and helper calls to a fixed po
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -241,6 +242,7 @@ _BOOL_FUNCS = frozenset({
     "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "isclose", "signbit", "isin",
 })
 _PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
+_STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
@@ -921,7 +923,11 @@ class _Tracer:
         if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
             ref = m.resolve_callable(call.args[0].value, scope)
             if ref is not None:
-                leaves = {p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names}
+                # Leaf i of the callback comes from tree i: traced only if that tree is.
+                values = Values(m, site_fn)
+                trees = [a.value for a in call.args[1:] if a.keyword is None and not a.star]
+                params = [p for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
+                leaves = {p.name for p, tree in zip(params, trees) if values.traced(tree)}
                 self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn)
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
@@ -994,7 +1000,11 @@ class _Tracer:
                             t and values.is_pytree(a.value))
                     for a in call.args for t in (values.traced(a.value),)]
             if ref is None:
-                if qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
+                # Across files, follow only calls made by a function a transform traces directly
+                # (`train_step` -> `losses.loss_fn`): longer chains through library internals were
+                # measured to be mostly noise.
+                direct = fn.target is not None and fn.target.transform != "helper"
+                if direct and qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
                     m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
                 continue
             if ref.fn is fn:
@@ -1009,7 +1019,8 @@ class _Tracer:
             fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
             if fn is None:
                 continue
-            traced, pytrees = _map_args(fn, 0, list(ext.args))
+            traced, _ = _map_args(fn, 0, list(ext.args))
+            pytrees: set[str] = set()  # too far from the transform to know which objects are flattened pytrees
             if fn.target is None:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
             self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees)
@@ -1101,6 +1112,9 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
     elif t.statics == "pmap":
         if "static_broadcasted_argnums" in opts and not by_index(opts["static_broadcasted_argnums"]):
             return None
+    elif t.statics == "custom":
+        if "nondiff_argnums" in opts and not by_index(opts["nondiff_argnums"]):
+            return None
     elif t.statics == "vmap":
         axes = opts.get("in_axes")
         if axes is not None:
@@ -1183,10 +1197,13 @@ class Values:
         trees = set(fn.pytree_params)
         fn.pytree_names = trees
         containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS}
-        for call in fn.calls:  # `params.items()`, `batch.get("x")`: the name holds a dict
+        for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
             if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
                 containers.add(f.value.value)
+            elif isinstance(f, cst.Name) and f.value == "len" and len(call.args) == 1 \
+                    and isinstance(call.args[0].value, cst.Name):
+                containers.add(call.args[0].value.value)
         fn.container_names = containers
         for _ in range(20):
             before = len(names)
@@ -1429,6 +1446,9 @@ class Values:
                     return False
                 return self.is_pytree(obj) and self.traced(obj)
         func = e.func
+        callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+        if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
+            return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
         if isinstance(func, cst.Attribute):
             if func.attr.value in ("keys", "__len__"):
                 return False
