@@ -243,6 +243,7 @@ _BOOL_FUNCS = frozenset({
 })
 _PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
 _STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
+_SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
@@ -1276,8 +1277,8 @@ class Values:
         return set(_scalar_guard_names(e))
 
     def name_traced(self, name: str) -> bool:
-        if name in self._static_override:
-            return False
+        if name in self._static_override or _SHAPE_NAME.search(name):
+            return False  # `sample_shape`, `batch_size`, `ndim`: named for static facts
         fn = self.fn
         if name in self._locals:
             return name in fn.traced_names
