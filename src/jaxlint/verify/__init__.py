@@ -71,7 +71,8 @@ def _job(path: str, findings: list[Finding], timeout: float) -> dict[str, Any]:
         "sys_path": _package_root(path),
         "timeout": timeout,
         "findings": [
-            {"idx": i, "name": f.name, "line": f.line, "end_line": f.end_line, "function": f.function,
+            {"idx": i, "name": f.name, "line": f.line, "column": f.column, "end_line": f.end_line,
+             "function": f.function,
              "target": f.target.to_json() if f.target is not None else None}
             for i, f in enumerate(findings)
         ],

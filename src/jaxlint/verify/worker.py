@@ -51,6 +51,7 @@ class Worker:
         self.lines: set[int] = set()
         self.plain_call = False
         self.pmap = False
+        self.seed_value = 0
         self.in_axes: tuple = ()
 
     def save(self) -> None:
@@ -214,7 +215,14 @@ class Worker:
             jt = _jaxtyping_dims(p.annotation)
             if jt is not None:
                 dims = jt
-            return jnp.ones(lead + dims, dtype)
+            # Distinct, non-degenerate values per parameter: results must depend on what they read.
+            self.seed_value += 1
+            full = lead + dims
+            n = 1
+            for d in full:
+                n *= d
+            values = 0.25 * self.seed_value + 0.5 + 0.1 * jnp.arange(n).reshape(full)
+            return values.astype(dtype) if dtype != jnp.bool_ else values > 1.0
         raise CannotBuild(f"could not build inputs for `{name}`: annotation `{ann}` is not an array")
 
     # ---- the callables ------------------------------------------------------------------------
@@ -263,6 +271,9 @@ class Worker:
         if node is None:
             raise CannotBuild(f"`{target['qualname']}` is not a module-level function")
         if "." in target["qualname"] and node.args.args and node.args.args[0].arg in ("self", "cls"):
+            selfish = [f for f in findings if f["name"] == "jit-method-self"]
+            if selfish:
+                self.verify_method_self(mod, node, target, selfish)
             raise CannotBuild(f"`{target['qualname']}` is a method: verification does not construct instances "
                               "of the class")
         self.plain_call = target["transform"] == "call"
@@ -299,6 +310,12 @@ class Worker:
         abstract = [f for f in pending if f["name"] in _ERRORS]
         for f in abstract:
             self.classify_error(f, exc, lines, sig, jax)
+        stale = [f for f in pending if f["name"] == "stale-global"]
+        if stale and exc is None:
+            mod = self.load(self.roots)
+            _, call, cached = self.callables(self.resolve(mod, target["qualname"]), target)
+            for f in stale:
+                self.verify_stale(mod, f, call, args, sig)
         dynamic = [f for f in pending if f["name"] in ("print-in-trace", "global-mutation", "impure-call")]
         if dynamic:
             # The abstract trace above already ran the function's Python once: start again from freshly
@@ -397,6 +414,66 @@ class Worker:
                     self.verdict(f["idx"], "refuted", f"`{name}` changed on the second call too: it is not trace-time only")
                 else:
                     self.verdict(f["idx"], "unverified", f"`{name}` did not change while calling {sig}")
+
+    # ---- stale-global and jit-method-self -----------------------------------------------------
+
+    def verify_stale(self, mod: types.ModuleType, f: dict[str, Any], call: Callable, args: list[Any], sig: str) -> None:
+        import jax
+        import numpy as np
+
+        name = next((n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.lineno == f["line"]
+                     and n.col_offset == f.get("column", 0) - 1), None)
+        old = mod.__dict__.get(name) if name else None
+        if isinstance(old, bool):
+            new: Any = not old
+        elif isinstance(old, (int, float)):
+            new = old * 2 + 1
+        else:
+            self.verdict(f["idx"], "unverified", f"`{name}` is not a number or flag that verification can rebind")
+            return
+        jax.clear_caches()
+        first = np.asarray(jax.tree_util.tree_leaves(call(*args))[0])
+        mod.__dict__[name] = new
+        fresh = np.asarray(jax.tree_util.tree_leaves(call(*args))[0])
+        jax.clear_caches()
+        retraced = np.asarray(jax.tree_util.tree_leaves(call(*args))[0])
+        mod.__dict__[name] = old
+        if np.array_equal(first, fresh) and not np.array_equal(fresh, retraced):
+            self.verdict(f["idx"], "confirmed", f"after rebinding `{name}` from {old!r} to {new!r}, {sig} still returned "
+                         "the old result until its cache was cleared")
+        elif not np.array_equal(first, fresh):
+            self.verdict(f["idx"], "refuted", f"rebinding `{name}` changed the result of {sig} at once")
+        else:
+            self.verdict(f["idx"], "unverified", f"the result of {sig} does not depend on `{name}`")
+
+    def verify_method_self(self, mod: types.ModuleType, node: ast.FunctionDef, target: dict[str, Any],
+                           findings: list[dict[str, Any]]) -> None:
+        import copy
+
+        cls_name, _, meth = target["qualname"].rpartition(".")
+        cls = self.resolve(mod, cls_name)
+        method = getattr(cls, meth, None)
+        if method is None:
+            for f in findings:
+                self.verdict(f["idx"], "unverified", f"`{target['qualname']}` is not reachable on the class")
+            return
+        instance = cls.__new__(cls)  # no __init__: only the object's type matters to jit
+        bare = copy.copy(node)
+        bare.args = copy.copy(node.args)
+        bare.args.args = node.args.args[1:]
+        shifted = dict(target, static_argnums=[i - 1 for i in target.get("static_argnums", ()) if i > 0])
+        args, sig = self.build_inputs(bare, shifted, 0, False)
+        exc, lines, _ = self.run_traced(lambda: method(instance, *args))
+        for f in findings:
+            if exc is not None and isinstance(exc, TypeError) and (
+                    "valid JAX type" in str(exc) or "as an abstract array" in str(exc)):
+                self.verdict(f["idx"], "confirmed", f"TypeError calling {target['qualname']} on a {cls.__name__}: "
+                             f"{str(exc).strip().splitlines()[0][:120]}")
+            elif exc is None:
+                self.verdict(f["idx"], "refuted", f"calling {target['qualname']} on a {cls.__name__} traced without error")
+            else:
+                self.verdict(f["idx"], "unverified", f"calling {target['qualname']} failed first with "
+                             f"{_error_summary(exc, self.path)}")
 
     # ---- jit-in-loop: rebuild the callable twice, as two passes of the loop would --------------
 
