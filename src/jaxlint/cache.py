@@ -104,7 +104,7 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
 
 
 def _call_to_json(c: ExternalCall) -> dict[str, Any]:
-    return {"qualname": c.qualname, "args": [[a.star, a.keyword, a.traced, a.pytree] for a in c.args],
+    return {"qualname": c.qualname, "args": [[a.star, a.keyword, a.traced, a.pytree, a.array] for a in c.args],
             "abstract": c.abstract, "cached": c.cached, "caller": c.caller, "origin": c.origin}
 
 

@@ -998,7 +998,7 @@ class _Tracer:
                 continue
             ref = m.resolve_callable(call.func, fn)
             args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None, t,
-                            t and values.is_pytree(a.value))
+                            t and values.is_pytree(a.value), t and values.is_array_like(a.value))
                     for a in call.args for t in (values.traced(a.value),)]
             if ref is None:
                 # Across files, follow only calls made by a function a transform traces directly
@@ -1020,7 +1020,10 @@ class _Tracer:
             fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
             if fn is None:
                 continue
-            traced, _ = _map_args(fn, 0, list(ext.args))
+            # Across files only arguments that are evidently arrays make parameters traced: objects
+            # handed to library helpers are mostly configuration and bookkeeping.
+            arrays = [dataclasses.replace(a, traced=a.traced and a.array) for a in ext.args]
+            traced, _ = _map_args(fn, 0, arrays)
             pytrees: set[str] = set()  # too far from the transform to know which objects are flattened pytrees
             if fn.target is None:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
@@ -1035,6 +1038,7 @@ class ArgInfo:
     keyword: Optional[str]
     traced: bool
     pytree: bool
+    array: bool = False  # evidently an array (a jnp result, arithmetic, an array-annotated parameter…)
 
 
 @dataclass(frozen=True)
@@ -1344,6 +1348,29 @@ class Values:
             return self.traced(e.value)
         if isinstance(e, cst.Await):
             return self.traced(e.expression)
+        return False
+
+    def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether a traced expression is evidently an array, not some object that holds tracers."""
+        if depth > 6 or not self.traced(e):
+            return False
+        if isinstance(e, (cst.BinaryOperation, cst.UnaryOperation)):
+            return True
+        if isinstance(e, cst.Call):
+            q = self.m.resolve(e.func, self.fn)
+            if q is not None and q.startswith(STAGING_MODULES):
+                return True
+            return isinstance(e.func, cst.Attribute) and self.is_array_like(e.func.value, depth + 1)
+        if isinstance(e, cst.Subscript):
+            return self.is_pytree(e.value) or self.is_array_like(e.value, depth + 1)
+        if isinstance(e, cst.Attribute):
+            return e.attr.value in ARRAY_ATTRS and self.is_array_like(e.value, depth + 1)
+        if isinstance(e, cst.Name):
+            p = self.fn.param(e.value)
+            if p is not None:
+                return p.annotation in ARRAY_ANNOTATIONS
+            values = [v for t, v, how in self.fn.events if how == "=" and isinstance(t, cst.Name) and t.value == e.value]
+            return bool(values) and all(v is not None and self.is_array_like(v, depth + 1) for v in values)
         return False
 
     def is_pytree(self, e: cst.BaseExpression) -> bool:
