@@ -64,3 +64,16 @@ def test_statistics_exit_zero_and_output_file(tmp_path: Path) -> None:
     report = (tmp_path / "report.txt").read_text()
     assert "1\tJL101\ttraced-if" in report and "1\tJL201\tprint-in-trace" in report
     assert "\x1b[" not in report
+
+
+def test_sarif_validates_against_the_official_schema(tmp_path: Path) -> None:
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    res = CliRunner().invoke(main, ["--no-verify", "--isolated", "--no-cache", "--format", "sarif", str(fixtures)])
+    doc = json.loads(res.output)
+    assert doc["runs"][0]["results"]
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
