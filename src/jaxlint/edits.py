@@ -146,3 +146,53 @@ def at_update(target: cst.Subscript, method: str, value: cst.BaseExpression) -> 
     at = cst.Subscript(cst.Attribute(name, cst.Name("at")), target.slice)
     call = cst.Call(cst.Attribute(at, cst.Name(method)), [cst.Arg(value)])
     return cst.Assign([cst.AssignTarget(name)], call)
+
+
+# ---- jax.jit(...) in a loop -> built once before the loop --------------------------------------
+
+
+class _ReplaceByCode(cst.CSTTransformer):
+    def __init__(self, code: str, replacement: cst.BaseExpression) -> None:
+        super().__init__()
+        self.code = code
+        self.replacement = replacement
+        self.done = False
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if not self.done and cst.Module([]).code_for_node(original) == self.code:
+            self.done = True
+            return self.replacement
+        return updated
+
+
+def hoist_before(loop: cst.CSTNode, call: cst.Call, name: str) -> Callable[[cst.CSTNode], cst.CSTNode]:
+    """A rewrite of `loop` that binds `name = <call>` just before it and uses `name` inside."""
+    code = cst.Module([]).code_for_node(call)
+
+    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+        replacer = _ReplaceByCode(code, cst.Name(name))
+        new_loop = updated.visit(replacer)
+        if not replacer.done:
+            return updated
+        assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], call)],
+                                         leading_lines=getattr(updated, "leading_lines", ()))
+        new_loop = new_loop.with_changes(leading_lines=()) if hasattr(new_loop, "leading_lines") else new_loop
+        return cst.FlattenSentinel([assign, new_loop])  # type: ignore[return-value]
+
+    return rewrite
+
+
+# ---- a Python-typed parameter -> static_argnames ------------------------------------------------
+
+
+def make_static(decorator: cst.Decorator, partial_expr: cst.BaseExpression, names: list[str]) -> cst.Decorator:
+    """`@jax.jit` -> `@functools.partial(jax.jit, static_argnames=("n",))`."""
+    strings = [cst.Element(cst.SimpleString(_py_str(n))) for n in names]
+    value = cst.Tuple(strings) if len(strings) != 1 else cst.Tuple(
+        [strings[0].with_changes(comma=cst.Comma())])
+    call = cst.Call(partial_expr, [
+        cst.Arg(decorator.decorator, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Arg(value, keyword=cst.Name("static_argnames"), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))),
+    ])
+    return decorator.with_changes(decorator=call)

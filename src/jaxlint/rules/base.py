@@ -6,9 +6,9 @@ from typing import Callable, ClassVar, Optional
 
 import libcst as cst
 
-from ..edits import Edit
+from ..edits import Edit, make_static
 from ..findings import Fix
-from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope, Values
+from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope, Values, iter_children
 
 
 @dataclass
@@ -83,6 +83,44 @@ class Rule:
             if attr.startswith("visit_"):
                 out[getattr(cst, attr[len("visit_"):])] = attr
         return out
+
+
+def static_argnames_fix(where: Where, fn: FunctionInfo, expr: cst.BaseExpression) -> tuple[Optional[Fix], Optional[Edit]]:
+    """For a hazard on a parameter annotated `int`/`bool`/`str` in a function under a bare `@jax.jit`:
+    mark the parameter static (unsafe: every new value compiles anew, and callers must pass it hashable)."""
+    if not isinstance(fn.node, cst.FunctionDef):
+        return None, None
+    names: list[str] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            p = fn.param(n.value)
+            if p is not None and p.annotation in ("int", "bool", "str") and n.value in fn.traced_params \
+                    and n.value not in names:
+                names.append(n.value)
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+        else:
+            stack.extend(iter_children(n))
+    if not names:
+        return None, None
+    model = where.model
+    outer = fn.parent or model.root
+    for deco in fn.node.decorators:
+        if isinstance(deco.decorator, cst.Call) or model.resolve(deco.decorator, outer) != "jax.jit":
+            continue
+        partial_local = next((k for k, v in model.root.imports.items() if v == "functools.partial"), None)
+        functools_local = model.local_name_for("functools")
+        if partial_local:
+            partial_expr: cst.BaseExpression = cst.Name(partial_local)
+        else:
+            partial_expr = cst.Attribute(cst.Name(functools_local or "functools"), cst.Name("partial"))
+        new = make_static(deco, partial_expr, sorted(names))
+        shown = ", ".join(f"`{n}`" for n in sorted(names))
+        return (Fix(f"Mark {shown} static with `static_argnames` (each new value re-compiles)", "unsafe"),
+                Edit(deco, lambda _old, new=new: new, None if partial_local or functools_local else "functools"))
+    return None, None
 
 
 def function_label(fn: Optional[FunctionInfo]) -> str:

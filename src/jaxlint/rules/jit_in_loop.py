@@ -5,9 +5,51 @@ from typing import Optional
 
 import libcst as cst
 
+from ..edits import Edit, hoist_before
+from ..findings import Fix
 from ..jaxapi import JIT_LIKE
-from ..model import LoopInfo
+from ..model import LoopInfo, iter_children
 from .base import Rule, Where
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+        else:
+            stack.extend(iter_children(n))
+    return out
+
+
+def _params_of(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.Lambda):
+        ps = node.params
+        return {p.name.value for p in list(ps.params) + list(ps.posonly_params) + list(ps.kwonly_params)}
+    return set()
+
+
+def _bound_in_loop(loop: LoopInfo) -> set[str]:
+    names = set(loop.bound)
+    if isinstance(loop.node, cst.For):
+        names |= _names_in(loop.node.target)
+    return names
+
+
+def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
+    fn = where.function
+    taken = set(where.model.root.assigned) | set(where.model.root.defs) | set(where.model.root.imports) | also_taken
+    if fn is not None:
+        taken |= fn.local_names
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    also_taken.add(name)
+    return name
 
 
 class JitInLoop(Rule):
@@ -131,11 +173,22 @@ class JitInLoop(Rule):
         why = self._fresh(first.value, where, loop)
         if why is None:
             return
+        fix = edit = None
+        if isinstance(loop.node, (cst.For, cst.While)) and isinstance(first.value, (cst.Lambda, cst.Call)):
+            # Hoisting is exact when nothing the callable captures is rebound in the loop.
+            captured = _names_in(first.value) - _params_of(first.value)
+            varying = captured & set(_bound_in_loop(loop))
+            name = _fresh_name(where, "jitted", self.__dict__.setdefault("_names", set()))
+            fix = Fix(f"Build the jitted callable once, as `{name}`, before the loop",
+                      "unsafe" if varying else "safe")
+            edit = Edit(loop.node, hoist_before(loop.node, node, name))
         self.report(
             node,
             f"`jax.jit` of {why} inside a loop builds a new callable on every pass, so JAX re-traces and "
             "re-compiles each time; create the jitted function once, before the loop.",
             where,
+            fix=fix,
+            edit=edit,
         )
 
     def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:

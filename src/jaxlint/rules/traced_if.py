@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import Rule, Where, tracing_phrase
+from .base import Rule, Where, static_argnames_fix, tracing_phrase
 
 
 class TracedIf(Rule):
@@ -64,12 +64,15 @@ class TracedIf(Rule):
             return
         if not where.truth_traced(test):
             return
+        fix, edit = static_argnames_fix(where, fn, test)
         self.report(
             node,
             f"Python {what} on a traced value {tracing_phrase(fn)} raises `TracerBoolConversionError`; "
             f"use `jnp.where` or `jax.lax.cond`, or mark the argument static.",
             where,
             end_node=end,
+            fix=fix,
+            edit=edit,
         )
 
     def visit_If(self, node: cst.If, where: Where) -> None:

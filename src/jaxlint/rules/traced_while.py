@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import Rule, Where, tracing_phrase
+from .base import Rule, Where, static_argnames_fix, tracing_phrase
 
 
 class TracedWhile(Rule):
@@ -59,10 +59,13 @@ class TracedWhile(Rule):
             return
         if not where.truth_traced(node.test):
             return
+        fix, edit = static_argnames_fix(where, fn, node.test)
         self.report(
             node,
             f"Python `while` on a traced condition {tracing_phrase(fn)} raises `TracerBoolConversionError`; "
             "use `jax.lax.while_loop`, or `lax.fori_loop` for a fixed number of steps.",
             where,
             end_node=node.test,
+            fix=fix,
+            edit=edit,
         )

@@ -1,0 +1,26 @@
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+
+def power(x, p):
+    return x ** p
+
+
+def loss(w):
+    return jnp.sum(w ** 2)
+
+
+def run(xs, w):
+    out = []
+    for x in xs:
+        # build the jitted square
+        out.append(jax.jit(partial(power, p=2))(x))
+    for _ in range(3):
+        w = w - 0.1 * jax.jit(jax.grad(loss))(w)
+    return out, w
+
+
+def shifted(xs, shifts):
+    return [jax.jit(lambda v: v + s)(xs) for s in shifts]

@@ -1,0 +1,12 @@
+import jax
+import jax.numpy as jnp
+import functools
+
+
+@functools.partial(jax.jit, static_argnames=("n",))
+def f(x, n: int, mode: str = "a"):
+    if n > 2:
+        x = x * 2
+    while n > 0:
+        n = n - 1
+    return x
