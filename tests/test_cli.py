@@ -204,3 +204,9 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["findings"][0]["name"] == "traced-if"
+
+
+def test_show_links(tmp_path: Path) -> None:
+    p = _write(tmp_path, "bad.py", HAZARD.format(comment=""))
+    res = _run("--show-links", str(p))
+    assert "= help: https://docs.jax.dev/" in res.output

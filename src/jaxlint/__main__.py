@@ -1,4 +1,4 @@
 """`python -m jaxlint`."""
-from .cli import main
+from .cli import entry
 
-main()
+entry()

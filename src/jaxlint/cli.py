@@ -88,6 +88,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 @click.option("--add-noqa", is_flag=True, help="Add `# jaxlint: ignore[...]` to every line with a finding.")
 @click.option("--show-refuted", is_flag=True, help="Also print findings that verification proved false.")
 @click.option("--statistics", "show_stats", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--show-links", is_flag=True, help="Print a link to the JAX documentation under each finding.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Use this pyproject.toml.")
@@ -97,7 +98,8 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optional[str],
           extend_select: Optional[str], exclude: Optional[str], extend_exclude: Optional[str], force_exclude: bool,
           verify: Optional[bool], verify_timeout: Optional[float], verify_memory: Optional[int], jobs: Optional[int],
-          no_cache: bool, cache_dir: Optional[str], fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, exit_zero: bool, output_file: Optional[str],
+          no_cache: bool, cache_dir: Optional[str], fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, show_links: bool, exit_zero: bool,
+          output_file: Optional[str],
           config_path: Optional[str], isolated: bool, verbose: bool) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
@@ -157,7 +159,7 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
     else:
         plain = output_file is not None
         style = (lambda s, **_: s) if plain else click.style
-        text = to_text(shown, result.files, verified=settings.verify, style=style)
+        text = to_text(shown, result.files, verified=settings.verify, style=style, show_links=show_links)
     if show_stats and fmt == "text":
         stats = statistics(shown)
         text = (stats + "\n" + text) if stats else text
@@ -213,5 +215,21 @@ def rule(name: Optional[str], show_all: bool, fmt: str) -> None:
         click.echo(f"# {cls.name} ({cls.code})\n\n{doc}")
 
 
+def entry() -> None:
+    """The console script: click's own handling, and one line instead of a traceback for anything else."""
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("jaxlint: interrupted", err=True)
+        sys.exit(2)
+    except Exception as exc:  # noqa: BLE001
+        if "--verbose" in sys.argv or "-v" in sys.argv:
+            traceback.print_exc()
+        click.echo(f"jaxlint: internal error: {type(exc).__name__}: {exc} (run with --verbose for details)", err=True)
+        sys.exit(2)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    entry()

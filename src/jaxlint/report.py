@@ -45,7 +45,8 @@ def _source_line(path: str, line: int, cache: dict[str, list[str]]) -> Optional[
     return lines[line - 1] if 0 < line <= len(lines) else None
 
 
-def to_text(findings: list[Finding], files: int, *, verified: bool, style: Callable[..., str] = click.style) -> str:
+def to_text(findings: list[Finding], files: int, *, verified: bool, style: Callable[..., str] = click.style,
+            show_links: bool = False) -> str:
     out: list[str] = []
     cache: dict[str, list[str]] = {}
     for f in findings:
@@ -75,6 +76,9 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
             out.append("    " + " " * (start - offset) + style("^" * width, fg="red"))
         if f.verification.detail and f.verification.status in ("confirmed", "refuted", "unverified"):
             out.append("    " + style(f"= {f.verification.status}: {f.verification.detail}", dim=True))
+        if show_links:
+            url = help_url(f.code)
+            out.append("    " + style(f"= help: {url or 'jaxlint rule ' + f.name}", dim=True))
     counted = [f for f in findings if f.verification.status != "refuted"]
     if counted:
         nfiles = len({f.path for f in counted})
@@ -96,6 +100,14 @@ def statistics(findings: list[Finding]) -> str:
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return "\n".join(f"{n:>5}\t{code}\t{name}" for (code, name), n in rows)
 
+
+
+def help_url(code: str) -> str:
+    """The JAX documentation page a rule's docs point to first ('' for none)."""
+    from .rules import BY_CODE
+
+    rule = BY_CODE.get(code)
+    return _doc_parts(rule)[1] if rule is not None else ""
 
 
 def _doc_parts(rule: type) -> tuple[str, str, str]:
