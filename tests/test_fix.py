@@ -80,3 +80,21 @@ def test_add_noqa_then_nothing_reported_and_idempotent(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     CliRunner().invoke(main, ["--no-verify", "--isolated", "--add-noqa", str(target)])
     assert target.read_bytes() == once
+
+
+def test_a_crash_between_write_and_rename_leaves_the_original_intact(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    target = tmp_path / "victim.py"
+    original = b"x = 1\n" * 1000
+    target.write_bytes(original)
+    script = (
+        "import os, sys\n"
+        "from jaxlint import fix\n"
+        "os.replace = lambda *a: os._exit(9)  # the process dies after the temp file is written\n"
+        f"fix.write_atomic({str(target)!r}, b'y = 2\\n', expected_original={original!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == 9
+    assert target.read_bytes() == original

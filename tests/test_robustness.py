@@ -195,3 +195,24 @@ def test_jobs_do_not_change_the_output(tmp_path: Path) -> None:
     a, b = json.loads(one.stdout), json.loads(two.stdout)
     a["summary"].pop("seconds"), b["summary"].pop("seconds")
     assert a == b
+
+
+@pytest.mark.slow
+def test_many_files_bounded_memory_and_same_output(tmp_path: Path) -> None:
+    """A bounded version of the 5,000-file load test (JAXLINT_LOAD_FILES raises it)."""
+    import resource
+    import shutil
+
+    fixtures = sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py"))
+    fixtures = [p for p in fixtures if "cross-file" not in p.parts]
+    n = int(os.environ.get("JAXLINT_LOAD_FILES", "500"))
+    for i in range(n):
+        src = fixtures[i % len(fixtures)]
+        shutil.copy(src, tmp_path / f"f{i:05d}_{src.name}")
+    one = _cli("--no-cache", "--jobs", "1", str(tmp_path))
+    two = _cli("--no-cache", "--jobs", "2", str(tmp_path))
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    a["summary"].pop("seconds"), b["summary"].pop("seconds")
+    assert a == b and a["summary"]["files"] == n
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert peak_mib < 1024, f"peak RSS {peak_mib:.0f} MiB"

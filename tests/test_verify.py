@@ -83,6 +83,9 @@ def test_unknown_pytree_is_unverified_with_reason() -> None:
         ("allocates_at_import.py", ("MemoryError", "memory", "killed")),
         ("import_fails.py", ("ModuleNotFoundError",)),
         ("exits_while_tracing.py", ("SystemExit",)),
+        ("kills_itself.py", ("SIGKILL",)),
+        ("interrupts.py", ("KeyboardInterrupt",)),
+        ("opens_socket.py", ("ConnectionRefusedError", "OSError", "timeout")),
     ],
 )
 def test_fences_cost_only_the_verdict(name: str, words: tuple[str, ...]) -> None:
@@ -123,3 +126,37 @@ def test_jit_of_a_named_function_in_a_loop_is_refuted() -> None:
     f = Finding(str(path), line, 13, line, 30, "JL401", "jit-in-loop", "", "train")
     verify_findings([f], timeout=20)
     assert f.verification.status == "refuted", f.verification.detail
+
+
+def test_children_forked_by_user_code_do_not_outlive_the_worker(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("JAXLINT_TEST_CHILD", str(pid_file))
+    path = DATA / "forks_at_import.py"
+    f = _finding(path, next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "if x > 0" in t))
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "confirmed", f.verification.detail
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("a process forked by the verified module survived the worker")
+
+
+@pytest.mark.parametrize("name", ["noisy_at_import.py", "writes_files.py"])
+def test_output_and_files_of_user_code_stay_fenced(name: str) -> None:
+    before = sorted(p.name for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts)
+    line = next(i for i, t in enumerate((DATA / name).read_text().splitlines(), 1) if "if x > 0" in t)
+    f = _finding(DATA / name, line)
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "confirmed", f.verification.detail
+    after = sorted(p.name for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts)
+    assert "litter.txt" not in after and len(after) == len(before)
