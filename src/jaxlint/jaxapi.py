@@ -41,8 +41,9 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.custom_vjp": Transform("custom_vjp", False, False, "custom"),
     "jax.shard_map": Transform("shard_map", True, True),
     "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True),
-    "flax.linen.jit": Transform("jit", True, True, "jit"),
-    "flax.nnx.jit": Transform("jit", True, True, "jit"),
+    # Flax's lifted jits handle `self` (a Module) and let Variables be updated in place.
+    "flax.linen.jit": Transform("flax_jit", True, True, "jit"),
+    "flax.nnx.jit": Transform("flax_jit", True, True, "jit"),
     "equinox.filter_jit": Transform("filter_jit", True, True, "filter"),
     "equinox.filter_vmap": Transform("vmap", True, False, "filter"),
     "equinox.filter_pmap": Transform("pmap", True, True, "filter"),

@@ -1438,7 +1438,19 @@ class Values:
             return False
         if isinstance(e, cst.Call) and self._is_predicate_call(e):
             return False
+        if self._pytree_member(e):
+            return False  # `if state.dynamic_scale:`: an optional sub-object of a pytree, tested for presence
         return self.traced(e)
+
+    def _pytree_member(self, e: cst.BaseExpression) -> bool:
+        """An attribute of a flattened pytree (directly, or a name bound only to one)."""
+        if isinstance(e, cst.Attribute):
+            return e.attr.value not in ARRAY_ATTRS and self.is_pytree(e.value)
+        if isinstance(e, cst.Name) and e.value in self._locals and self.fn.param(e.value) is None:
+            values = [v for t, v, how in self.fn.events if isinstance(t, cst.Name) and t.value == e.value]
+            return bool(values) and all(v is not None and isinstance(v, cst.Attribute) and self._pytree_member(v)
+                                        for v in values)
+        return False
 
     def _is_predicate_call(self, e: cst.Call) -> bool:
         qual = self.m.resolve(e.func, self.fn)

@@ -74,7 +74,8 @@ class ArrayItemAssignment(Rule):
             if p is not None:
                 if p.annotation in ARRAY_ANNOTATIONS:
                     return True
-                if owner.traced and name in owner.pytree_params and name not in owner.container_names \
+                if owner.traced and "flax_jit" not in owner.transforms and name in owner.pytree_params \
+                        and name not in owner.container_names \
                         and name in owner.traced_params and not owner.assigned.get(name):
                     return True
                 return False
@@ -93,6 +94,8 @@ class ArrayItemAssignment(Rule):
         return False
 
     def _target(self, target: cst.BaseExpression) -> Optional[cst.Name]:
+        if isinstance(target, cst.Subscript) and _is_ref_write(target):
+            return None  # `ref[...] = v`: JAX's mutable array references (and Flax Variables) allow it
         if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
             for el in target.slice:
                 if isinstance(el.slice, cst.Index) and isinstance(el.slice.value, (cst.SimpleString, cst.FormattedString)):
@@ -132,6 +135,11 @@ class ArrayItemAssignment(Rule):
             return
         assert isinstance(node.target, cst.Subscript)
         self._flag(node, node.target, _AUG.get(type(node.operator)), node.value, where)
+
+
+def _is_ref_write(target: cst.Subscript) -> bool:
+    return len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) and \
+        isinstance(target.slice[0].slice.value, cst.Ellipsis)
 
 
 def _code(node: object) -> str:

@@ -134,6 +134,7 @@ _TRANSFORM_TEXT = {
     "eval_shape": "`jax.eval_shape`", "make_jaxpr": "`jax.make_jaxpr`", "linearize": "`jax.linearize`",
     "jvp": "`jax.jvp`", "vjp": "`jax.vjp`", "custom_jvp": "`jax.custom_jvp`", "custom_vjp": "`jax.custom_vjp`",
     "shard_map": "`shard_map`", "odeint": "`odeint`", "custom_root": "`lax.custom_root`",
+    "flax_jit": "Flax's `jit`",
 }
 
 

@@ -149,10 +149,15 @@ class GlobalMutation(Rule):
             return
         if not isinstance(target, (cst.Subscript, cst.Attribute)) or _passes_through_at(target):
             return
+        if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
+                and isinstance(target.slice[0].slice.value, cst.Ellipsis):
+            return  # `ref[...] = v`: a mutable array reference, updated through the trace by design
         root = _root_name(target)
         if root is None:
             return
         if self._is_self(root.value, fn):
+            if "flax_jit" in fn.transforms:
+                return  # Flax's jit propagates Module state updates out of the trace
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where)
             return
@@ -192,7 +197,8 @@ class GlobalMutation(Rule):
             return
         method = func.attr.value
         if self._is_self(root.value, fn):
-            if method in _CONTAINER_ONLY and isinstance(func.value, (cst.Attribute, cst.Subscript)):
+            if method in _CONTAINER_ONLY and isinstance(func.value, (cst.Attribute, cst.Subscript)) \
+                    and "flax_jit" not in fn.transforms:
                 self._flag(node, f"Mutating `{root.value}` state with `.{method}()`", where)
             return
         owner = self._outliving_owner(root.value, where)
