@@ -153,13 +153,6 @@ class ClassInfo(Scope):
     decorators: list[str] = field(default_factory=list)
 
 
-@dataclass
-class TraceContext:
-    transform: str
-    abstract: bool
-    cached: bool
-
-
 @dataclass(eq=False)
 class FunctionInfo(Scope):
     params: list[Param] = field(default_factory=list)
@@ -196,10 +189,6 @@ class FunctionInfo(Scope):
             if p.name == name:
                 return p
         return None
-
-    @property
-    def display(self) -> str:
-        return self.qualname
 
 
 @dataclass(eq=False)
@@ -470,14 +459,6 @@ class _Builder:
             return
         for child in iter_children(node):
             self.walk(child, scope, loop)
-
-    def walk_all(self, nodes: object, scope: Scope, loop: Optional[LoopInfo]) -> None:
-        if isinstance(nodes, cst.CSTNode):
-            self.walk(nodes, scope, loop)
-        elif nodes:
-            for n in nodes:  # type: ignore[attr-defined]
-                if isinstance(n, cst.CSTNode):
-                    self.walk(n, scope, loop)
 
     # ---- definitions ------------------------------------------------------------------------
 
@@ -850,7 +831,7 @@ class _Tracer:
                 if got is not None:
                     t, opts = got
                     self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
-        self.seed_calls(only_in=None)
+        self.seed_calls()
         rounds = 0
         while True:
             self.changed = False
@@ -864,7 +845,7 @@ class _Tracer:
             if fn.traced and not fn.traced_names:
                 Values(m, fn).solve()
 
-    def seed_calls(self, only_in: Optional[FunctionInfo]) -> None:
+    def seed_calls(self) -> None:
         m = self.m
         for call, scope, _loop in m.all_calls:
             site_fn = scope.function_scope()

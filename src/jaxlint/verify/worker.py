@@ -286,7 +286,6 @@ class Worker:
         trace, call, cached = self.callables(obj, target)
         batch = target["transform"] in ("vmap", "pmap") or (
             hasattr(obj, "__wrapped__") and target["transform"] in ("vmap", "pmap"))
-        last_error: Optional[str] = None
         for variant in range(len(SHAPE_VARIANTS)):
             try:
                 args, sig = self.build_inputs(node, target, variant, batch)
@@ -294,7 +293,6 @@ class Worker:
                 raise
             exc, lines, prints = self.run_traced(lambda: trace(*args))
             if exc is not None and not _is_jax_error(exc, jax) and variant + 1 < len(SHAPE_VARIANTS):
-                last_error = _error_summary(exc, self.path)
                 continue  # maybe the inputs had the wrong rank: try the next shape
             break
         pending = [f for f in findings if str(f["idx"]) not in self.results]
