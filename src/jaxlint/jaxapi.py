@@ -26,9 +26,10 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.vmap": Transform("vmap", True, False, "vmap"),
     "jax.grad": Transform("grad", False, False),
     "jax.value_and_grad": Transform("value_and_grad", False, False),
-    "jax.jacfwd": Transform("jacfwd", True, False),
-    "jax.jacrev": Transform("jacrev", True, False),
-    "jax.hessian": Transform("hessian", True, False),
+    # The primal stays concrete under jacfwd/jacrev/hessian alone (only the tangents are batched).
+    "jax.jacfwd": Transform("jacfwd", False, False),
+    "jax.jacrev": Transform("jacrev", False, False),
+    "jax.hessian": Transform("hessian", False, False),
     "jax.checkpoint": Transform("checkpoint", True, False, "jit"),
     "jax.remat": Transform("checkpoint", True, False, "jit"),
     "jax.ad_checkpoint.checkpoint": Transform("checkpoint", True, False, "jit"),

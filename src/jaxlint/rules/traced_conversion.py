@@ -70,13 +70,14 @@ class TracedConversion(Rule):
             return
         qual = where.resolve(node.func) or ""
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
-        if qual in ("builtins.float", "builtins.complex", "builtins.int") and len(positional) == 1:
-            if (fn.abstract or qual != "builtins.int") and values.traced(positional[0]):
+        if qual in ("builtins.float", "builtins.complex", "builtins.int") and 1 <= len(positional) <= (
+                2 if qual == "builtins.complex" else 1):
+            if (fn.abstract or qual != "builtins.int") and any(values.traced(p) for p in positional):
                 py = qual.split(".")[-1]
                 self._report(node, f"`{py}()`", where, f"keep it an array (`x.astype(jnp.{'float32' if py == 'float' else py + '32' if py == 'int' else 'complex64'})`) or make it static")
             return
         if qual.startswith("numpy.") and qual[len("numpy."):] in NUMPY_CONVERTING:
-            if fn.abstract and any(values.traced(p) for p in positional):
+            if any(values.traced(p) for p in positional):  # fails under grad alone too
                 name = qual[len("numpy."):]
                 self._report(node, f"`np.{name}`", where, f"use `jnp.{name}`")
             return
