@@ -1,0 +1,223 @@
+"""Precision of jaxlint on real repositories, against verdicts judged by people.
+
+    python bench/realcode.py CORPUS_DIR [--judged bench/realcode/judged.json]
+        [--repos bench/realcode/repos.json] [--jobs N] [--save-findings FILE] [--select RULES]
+
+CORPUS_DIR holds one folder per repository, named as the keys of repos.json (the sources at the
+commits recorded there); repositories that are missing are skipped. Each one is linted by a
+`jaxlint --no-verify --no-cache --format json` child process (only the files matching its
+"include" glob, when repos.json gives one). A finding is matched to a judgement on
+(repo, path, line, rule), with the path relative to the repository folder.
+
+judged.json is {"findings": [{"repo", "path", "line", "rule", "verdict": "TRUE"|"FALSE",
+"reason", "cause"?}, ...]}. The table counts, per rule: judged TRUE and still reported (kept),
+judged TRUE and no longer reported (lost), judged FALSE and still reported, judged FALSE and
+gone, and findings nobody judged yet (new); precision = kept / (kept + FALSE still reported).
+The lost and the new findings are listed after it, for a reviewer to judge.
+
+--jobs N lints N repositories at a time. --select is passed to jaxlint and also limits which
+judgements count. --save-findings writes every finding, with its verdict if judged, as JSON.
+Exit status: 0, or 2 for a usage error or when jaxlint failed on a repository.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NOT_TRACE_MODEL = {"prng-key-reuse", "syntax-error"}
+Key = tuple[str, str, int, str]  # (repo, path, line, rule)
+
+
+class UsageError(Exception):
+    pass
+
+
+def load_json(path: str, what: str) -> Any:
+    if not os.path.isfile(path):
+        raise UsageError(f"{what} not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {what} {path}: {e}") from None
+
+
+def load_judged(path: str) -> dict[Key, dict]:
+    data = load_json(path, "judged file")
+    entries = data.get("findings") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise UsageError(f'{path}: expected {{"findings": [...]}}')
+    judged: dict[Key, dict] = {}
+    for i, e in enumerate(entries):
+        try:
+            key = (e["repo"], e["path"], int(e["line"]), e["rule"])
+            if e["verdict"] not in ("TRUE", "FALSE"):
+                raise ValueError(f"verdict {e['verdict']!r}")
+        except (KeyError, TypeError, ValueError) as err:
+            raise UsageError(f"{path}: entry {i} is malformed ({err})") from None
+        if key in judged and judged[key]["verdict"] != e["verdict"]:
+            print(f"warning: conflicting verdicts for {key}; keeping the first", file=sys.stderr)
+        judged.setdefault(key, e)
+    return judged
+
+
+def rule_codes() -> dict[str, str]:
+    """Rule name -> code, from `jaxlint rule --all`."""
+    out = subprocess.run([sys.executable, "-m", "jaxlint", "rule", "--all", "--format", "json"],
+                         capture_output=True, text=True)
+    try:
+        return {r["name"]: r["code"] for r in json.loads(out.stdout)}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def selector(select: str | None) -> Any:
+    """A predicate on rule names mirroring jaxlint's --select (codes, code prefixes, names)."""
+    if not select:
+        return lambda rule: True
+    tokens = [t.strip() for t in select.split(",") if t.strip()]
+    codes = rule_codes()
+    return lambda rule: any(t == rule or codes.get(rule, "").startswith(t.upper()) for t in tokens)
+
+
+def targets(folder: str, include: str | None) -> list[str]:
+    if not include:
+        return [folder]
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            rel = os.path.relpath(os.path.join(root, name), folder)
+            if name.endswith(".py") and (fnmatch.fnmatch(rel, include) or fnmatch.fnmatch(name, include)):
+                found.append(os.path.join(root, name))
+    return found
+
+
+def lint(repo: str, folder: str, include: str | None, select: str | None,
+         jobs: int) -> tuple[list[dict], str | None]:
+    """Findings of one repository (paths relative to its folder), or an error message."""
+    paths = targets(folder, include)
+    if not paths:
+        return [], None
+    cmd = [sys.executable, "-m", "jaxlint", "--no-verify", "--no-cache", "--format", "json",
+           "-j", str(jobs)]
+    if select:
+        cmd += ["--select", select]
+    proc = subprocess.run(cmd + paths, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        lines = proc.stderr.strip().splitlines() or ["(no output)"]
+        more = f" (and {len(lines) - 3} more lines)" if len(lines) > 3 else ""
+        return [], f"jaxlint exited {proc.returncode}: " + "\n  ".join(lines[:3]) + more
+    try:
+        raw = json.loads(proc.stdout)["findings"]
+    except (ValueError, KeyError, TypeError) as e:
+        return [], f"unreadable jaxlint output ({e})"
+    return [{"repo": repo, "path": os.path.relpath(f["path"], folder).replace(os.sep, "/"),
+             "line": f["line"], "rule": f["name"], "code": f.get("code"), "column": f.get("column"),
+             "function": f.get("function"), "message": f.get("message", "")} for f in raw], None
+
+
+COLUMNS = ["TRUE kept", "TRUE lost", "FALSE still", "FALSE gone", "new", "precision"]
+
+
+def row(c: dict[str, int]) -> list[str]:
+    judged = c["TRUE kept"] + c["FALSE still"]
+    prec = f"{c['TRUE kept'] / judged:.0%}" if judged else "-"
+    return [str(c[k]) for k in COLUMNS[:-1]] + [prec]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("corpus", metavar="CORPUS_DIR")
+    p.add_argument("--judged", default=os.path.join(HERE, "realcode", "judged.json"))
+    p.add_argument("--repos", default=os.path.join(HERE, "realcode", "repos.json"))
+    p.add_argument("--jobs", type=int, default=1, help="repositories linted at a time")
+    p.add_argument("--save-findings", metavar="FILE")
+    p.add_argument("--select", metavar="RULES", help="rule codes, prefixes or names (as jaxlint)")
+    args = p.parse_args(argv)
+    try:
+        if not os.path.isdir(args.corpus):
+            raise UsageError(f"corpus folder not found: {args.corpus}")
+        repos: dict[str, dict] = load_json(args.repos, "repository list")
+        judged = load_judged(args.judged)
+    except UsageError as e:
+        print(f"realcode: {e}", file=sys.stderr)
+        return 2
+
+    present = [r for r in repos if os.path.isdir(os.path.join(args.corpus, r))]
+    missing = [r for r in repos if r not in present]
+    jobs = max(1, args.jobs)
+    per_run = max(1, (os.cpu_count() or 1) // jobs)
+    with ThreadPoolExecutor(jobs) as pool:
+        results = dict(zip(present, pool.map(
+            lambda r: lint(r, os.path.abspath(os.path.join(args.corpus, r)), repos[r].get("include"),
+                           args.select, per_run), present)))
+    failed = {r: err for r, (_, err) in results.items() if err}
+    measured = {r for r in present if r not in failed}
+    in_scope = selector(args.select)
+
+    reported: dict[Key, dict] = {}
+    for r in present:
+        for f in results[r][0]:
+            reported.setdefault((f["repo"], f["path"], f["line"], f["rule"]), f)
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COLUMNS[:-1], 0))
+    lost: list[tuple[Key, dict]] = []
+    new: list[dict] = []
+    for key, j in judged.items():
+        if key[0] not in measured or not in_scope(key[3]):
+            continue
+        hit = key in reported
+        column = ("TRUE kept" if hit else "TRUE lost") if j["verdict"] == "TRUE" \
+            else ("FALSE still" if hit else "FALSE gone")
+        counts[key[3]][column] += 1
+        if column == "TRUE lost":
+            lost.append((key, j))
+    for key, f in reported.items():
+        if key not in judged:
+            counts[key[3]]["new"] += 1
+            new.append(f)
+
+    def total(rules: list[str]) -> dict[str, int]:
+        return {c: sum(counts[r][c] for r in rules) for c in COLUMNS[:-1]}
+
+    rules = sorted(counts)
+    table = [["rule", *COLUMNS]] + [[r, *row(counts[r])] for r in rules]
+    table.append(["trace-model rules", *row(total([r for r in rules if r not in NOT_TRACE_MODEL]))])
+    table.append(["total", *row(total(rules))])
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS) + 1)]
+    print(f"repositories: {len(measured)} measured"
+          + (f", failed (not counted, see stderr): {', '.join(sorted(failed))}" if failed else "")
+          + (f", missing from {args.corpus}: {', '.join(missing)}" if missing else ""))
+    for i, line in enumerate(table):
+        print("  ".join([line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:])]))
+        if i == 0 or i == len(table) - 3:
+            print("-" * (sum(widths) + 2 * len(COLUMNS)))
+
+    print(f"\nTRUE lost ({len(lost)}):")
+    for (repo, path, line_no, rule), j in sorted(lost, key=lambda x: x[0]):
+        print(f"  {repo} {path}:{line_no} {rule}  (judged: {j.get('reason', '')})")
+    print(f"\nunjudged findings ({len(new)}):")
+    for f in sorted(new, key=lambda f: (f["repo"], f["path"], f["line"], f["rule"])):
+        print(f"  {f['repo']} {f['path']}:{f['line']} {f['rule']}  {f['message']}")
+
+    if args.save_findings:
+        saved = [{**f, "verdict": judged[k]["verdict"]} if k in judged else f
+                 for k, f in sorted(reported.items())]
+        with open(args.save_findings, "w", encoding="utf-8") as out:
+            json.dump({"findings": saved}, out, indent=1)
+            out.write("\n")
+    for r, err in failed.items():
+        print(f"realcode: {r}: {err}", file=sys.stderr)
+    return 2 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
