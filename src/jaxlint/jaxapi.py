@@ -11,7 +11,9 @@ class Transform:
     kind: str  # short name used in messages and by the verifier: jit, vmap, grad, ...
     abstract: bool  # values are abstract (bool()/int() on them fail) under this transform alone
     cached: bool  # the traced function is cached, so Python side effects run once per trace
-    statics: str = ""  # how static parameters are written: "jit", "pmap", "vmap", "filter", "custom", ""
+    # how static parameters are written: "jit", "pmap", "vmap", "filter", "custom", "shard_map", "" — or
+    # "grad": only the `argnums` parameters are traced by the transform, the rest pass through as given
+    statics: str = ""
 
 
 _JIT = Transform("jit", abstract=True, cached=True, statics="jit")
@@ -24,12 +26,12 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.pjit": Transform("pjit", True, True, "jit"),
     "jax.pmap": Transform("pmap", True, True, "pmap"),
     "jax.vmap": Transform("vmap", True, False, "vmap"),
-    "jax.grad": Transform("grad", False, False),
-    "jax.value_and_grad": Transform("value_and_grad", False, False),
+    "jax.grad": Transform("grad", False, False, "grad"),
+    "jax.value_and_grad": Transform("value_and_grad", False, False, "grad"),
     # The primal stays concrete under jacfwd/jacrev/hessian alone (only the tangents are batched).
-    "jax.jacfwd": Transform("jacfwd", False, False),
-    "jax.jacrev": Transform("jacrev", False, False),
-    "jax.hessian": Transform("hessian", False, False),
+    "jax.jacfwd": Transform("jacfwd", False, False, "grad"),
+    "jax.jacrev": Transform("jacrev", False, False, "grad"),
+    "jax.hessian": Transform("hessian", False, False, "grad"),
     "jax.checkpoint": Transform("checkpoint", True, False, "jit"),
     "jax.remat": Transform("checkpoint", True, False, "jit"),
     "jax.ad_checkpoint.checkpoint": Transform("checkpoint", True, False, "jit"),
@@ -40,8 +42,8 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.vjp": Transform("vjp", False, False),
     "jax.custom_jvp": Transform("custom_jvp", False, False, "custom"),
     "jax.custom_vjp": Transform("custom_vjp", False, False, "custom"),
-    "jax.shard_map": Transform("shard_map", True, True),
-    "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True),
+    "jax.shard_map": Transform("shard_map", True, True, "shard_map"),
+    "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True, "shard_map"),
     # Flax's lifted jits handle `self` (a Module) and let Variables be updated in place.
     "flax.linen.jit": Transform("flax_jit", True, True, "jit"),
     "flax.nnx.jit": Transform("flax_jit", True, True, "jit"),

@@ -21,6 +21,8 @@ from .jaxapi import (
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
     NON_ARRAY_ANNOTATIONS,
+    PYTREE_BASES,
+    PYTREE_CLASS_DECORATORS,
     STAGING_MODULES,
     STATIC_ATTRS,
     STATIC_CALLS,
@@ -151,6 +153,12 @@ class Scope:
 class ClassInfo(Scope):
     bases: list[str] = field(default_factory=list)
     decorators: list[str] = field(default_factory=list)
+    # Registered pytrees: annotated fields, and those that are aux data (static Python values, not
+    # leaves): `field(metadata={"static": True})`, `struct.field(pytree_node=False)`,
+    # `eqx.field(static=True)`, `static_field()`, `meta_fields=[...]`, a `tree_flatten`'s aux part.
+    fields: set[str] = field(default_factory=set)
+    static_fields: set[str] = field(default_factory=set)
+    pytree: bool = False
 
 
 @dataclass(eq=False)
@@ -169,6 +177,8 @@ class FunctionInfo(Scope):
     cached: bool = False
     transforms: set[str] = field(default_factory=set)
     traced_params: set[str] = field(default_factory=set)
+    # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
+    declared_static: set[str] = field(default_factory=set)
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
     # value passed straight on): their attributes are leaves, hence traced. Other traced objects may
     # be mixed Python objects whose attributes are configuration.
@@ -257,9 +267,11 @@ class ModuleModel:
         self.nested_boolops: set[int] = set()
         self.all_calls: list[tuple[cst.Call, Scope, Optional[LoopInfo]]] = []
         self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
+        self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
         self._wanted = wanted
         self._aliasing: set[str] = set()
         _Builder(self).build()
+        self._register_classes()
         _Tracer(self).run(external or [])
 
     # ---- names ------------------------------------------------------------------------------
@@ -370,6 +382,70 @@ class ModuleModel:
             if fq is not None and fq in self.transforms and all(a.keyword is not None for a in expr.args):
                 return self.transforms[fq], {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
         return None
+
+    # ---- classes ----------------------------------------------------------------------------
+
+    def _register_classes(self) -> None:
+        """Module-level `register_dataclass(Cls, ...)` / `register_pytree_node(Cls, flatten, unflatten)`."""
+        for call, scope, _loop in self.all_calls:
+            if scope is not self.root or not call.args:
+                continue
+            qual = self.resolve(call.func, scope)
+            if qual not in _REGISTER_CALLS:
+                continue
+            first = call.args[0].value
+            cls = self.root.classes.get(first.value) if isinstance(first, cst.Name) else None
+            if cls is None:
+                continue
+            cls.pytree = True
+            _register_options(self, cls, call, scope, 0)
+            if qual in ("jax.tree_util.register_pytree_node", "jax.tree_util.register_pytree_with_keys") \
+                    and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
+                flatten = self.root.defs.get(call.args[1].value.value)
+                if flatten is not None and flatten.params and isinstance(flatten.node, cst.FunctionDef):
+                    cls.static_fields |= _flatten_aux(flatten, flatten.params[0].name)
+        names: set[str] = set()
+        data: set[str] = set()
+        for c in self._all_classes():
+            names |= c.static_fields
+            data |= c.fields - c.static_fields
+        self.static_field_names = frozenset(names - data)
+
+    def _all_classes(self) -> Iterator[ClassInfo]:
+        stack: list[Scope] = [self.root]
+        stack.extend(self.functions)
+        seen: set[int] = set()
+        while stack:
+            s = stack.pop()
+            for c in s.classes.values():
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    yield c
+                    stack.append(c)
+
+    def class_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[ClassInfo]:
+        """The class of this module an expression's value is an instance of, where the code says so:
+        `self` in a method, a parameter annotated with the class."""
+        if not isinstance(expr, cst.Name):
+            return None
+        s: Optional[Scope] = fn
+        while isinstance(s, FunctionInfo):
+            p = s.param(expr.value)
+            if p is not None:
+                if s.is_method and s.cls is not None and p is s.params[0]:
+                    return s.cls
+                return self.root.classes.get(p.annotation) if p.annotation else None
+            if expr.value in s.local_names:
+                return None
+            s = s.parent
+        return None
+
+    def is_static_field(self, obj: cst.BaseExpression, attr: str, fn: "FunctionInfo") -> bool:
+        """Whether `obj.attr` reads an aux-data field of a registered pytree: a Python value, not a leaf."""
+        cls = self.class_of(obj, fn)
+        if cls is not None and (cls.fields or cls.static_fields):
+            return attr in cls.static_fields
+        return attr in self.static_field_names
 
     # ---- questions rules ask ----------------------------------------------------------------
 
@@ -538,6 +614,7 @@ class _Builder:
         for a in list(node.bases) + list(node.keywords):
             self.walk(a, scope, loop)
         self.walk(node.body, cls, None)
+        _read_class_fields(self.m, cls, node, scope)
 
     # ---- imports ----------------------------------------------------------------------------
 
@@ -729,6 +806,8 @@ class _Builder:
             self.walk(side, scope, loop)
 
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if isinstance(node.func, cst.Call):
+            self.m.applied_calls.add(id(node.func))
         if isinstance(scope, FunctionInfo):
             scope.calls.append(node)
         self.m.all_calls.append((node, scope, loop))
@@ -763,6 +842,118 @@ _HANDLERS = {
     cst.Call: _Builder.on_call,
     cst.BooleanOperation: _Builder.on_booleanoperation,
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# Registered pytree classes and their static (aux data) fields.
+
+_REGISTER_CALLS = frozenset({
+    "jax.tree_util.register_dataclass", "jax.tree_util.register_pytree_node_class",
+    "jax.tree_util.register_pytree_node", "jax.tree_util.register_pytree_with_keys",
+    "jax.tree_util.register_pytree_with_keys_class", "jax.tree_util.register_static",
+})
+
+
+def _is_const(expr: Optional[cst.BaseExpression], value: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == value
+
+
+def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether a class-body default such as `field(pytree_node=False)` declares an aux-data field."""
+    if not isinstance(value, cst.Call):
+        return False
+    qual = model.resolve(value.func, scope) or dotted(value.func) or ""
+    last = qual.rsplit(".", 1)[-1]
+    if last == "static_field":  # jax-md's dataclasses.static_field(), equinox's old spelling
+        return True
+    if last not in ("field", "Field"):
+        return False
+    for a in value.args:
+        kw = a.keyword.value if a.keyword is not None else None
+        if kw == "pytree_node" and _is_const(a.value, "False"):
+            return True
+        if kw == "static" and _is_const(a.value, "True"):
+            return True
+        if kw == "metadata" and isinstance(a.value, cst.Dict):
+            for el in a.value.elements:
+                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+                    key = el.key.evaluated_value
+                    if (key == "static" and _is_const(el.value, "True")) or \
+                            (key == "pytree_node" and _is_const(el.value, "False")):
+                        return True
+    return False
+
+
+def _register_options(model: "ModuleModel", cls: ClassInfo, call: cst.Call, scope: Scope, first: int) -> None:
+    """`register_dataclass(Cls, data_fields=[...], meta_fields=[...])` (or as a decorator)."""
+    for i, a in enumerate(call.args):
+        kw = a.keyword.value if a.keyword is not None else None
+        if kw is None and i - first == 1:
+            kw = "data_fields"
+        elif kw is None and i - first == 2:
+            kw = "meta_fields"
+        if kw in ("meta_fields", "data_fields"):
+            names = _literal_values(a.value, _str_leaf)
+            if names is not None:
+                (cls.static_fields if kw == "meta_fields" else cls.fields).update(names)
+
+
+def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
+    """`self.x` attributes returned in the aux part of a flatten function: `return children, (self.a,)`."""
+    out: set[str] = set()
+    if not isinstance(fn.node, cst.FunctionDef):
+        return out
+    for stmt in _returns(fn.node.body):
+        value = stmt.value
+        if isinstance(value, cst.Tuple) and len(value.elements) == 2:
+            aux = value.elements[1].value
+            parts = [el.value for el in aux.elements] if isinstance(aux, (cst.Tuple, cst.List)) else [aux]
+            for part in parts:
+                if isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value == owner:
+                    out.add(part.attr.value)
+    return out
+
+
+def _returns(node: cst.CSTNode) -> Iterator[cst.Return]:
+    """Return statements of a function body, not of nested functions or classes."""
+    for child in iter_children(node):
+        if isinstance(child, cst.Return):
+            yield child
+        elif not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _returns(child)
+
+
+def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef, scope: Scope) -> None:
+    for stmt in node.body.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    cls.fields.add(small.target.value)
+                    if small.value is not None and _field_is_static(model, small.value, cls):
+                        cls.static_fields.add(small.target.value)
+    for d in node.decorators:
+        expr = d.decorator
+        call = expr if isinstance(expr, cst.Call) else None
+        qual = model.resolve(call.func if call is not None else expr, scope)
+        first = 0
+        if qual == "functools.partial" and call is not None and call.args:
+            qual = model.resolve(call.args[0].value, scope)
+            first = 0  # partial(register_dataclass, data_fields=..., meta_fields=...): keywords only
+        if qual in _REGISTER_CALLS or qual in PYTREE_CLASS_DECORATORS:
+            cls.pytree = True
+            if call is not None:
+                _register_options(model, cls, call, scope, first if qual != "functools.partial" else 0)
+            if qual == "jax.tree_util.register_static":
+                cls.static_fields.update(cls.fields)
+    if any(d in PYTREE_CLASS_DECORATORS for d in cls.decorators):
+        cls.pytree = True
+    if any(b in PYTREE_BASES or b in ("typing.NamedTuple", "NamedTuple")
+           or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
+           for b in cls.bases):
+        cls.pytree = True
+    flatten = cls.defs.get("tree_flatten")
+    if flatten is not None:
+        cls.static_fields |= _flatten_aux(flatten)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -822,22 +1013,28 @@ class _Tracer:
         m = self.m
         self.seed_external(external, m.path)
         # Seeds: decorators, transform calls and control-flow bodies anywhere in the module.
+        decorated = []
         for fn in m.functions:
-            if not fn.decorators:
-                continue
             outer = fn.parent or m.root
             for deco in fn.decorators:
                 got = m.transform_of(deco.decorator, outer)
                 if got is not None:
-                    t, opts = got
-                    self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
+                    decorated.append((fn, got))
+                    if got[0].statics == "custom":
+                        fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
+        for fn, (t, opts) in decorated:
+            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
         self.seed_calls()
+        rules = [(c, s) for c, s, _ in m.all_calls
+                 if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
         rounds = 0
         while True:
             self.changed = False
             for fn in [f for f in m.functions if f.traced]:
                 Values(m, fn).solve()
                 self.follow_calls(fn)
+            for call, scope in rules:
+                self.seed_derivative_rules(call, scope)
             rounds += 1
             if not self.changed or rounds > 50:
                 break
@@ -850,9 +1047,11 @@ class _Tracer:
         for call, scope, _loop in m.all_calls:
             site_fn = scope.function_scope()
             site_abstract = bool(site_fn is not None and site_fn.traced and site_fn.abstract)
-            self.seed_call(call, scope, site_fn, site_abstract)
+            site_cached = bool(site_fn is not None and site_fn.traced and site_fn.cached)
+            self.seed_call(call, scope, site_fn, site_abstract, site_cached)
 
-    def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool) -> None:
+    def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
+                  site_cached: bool = False) -> None:
         m = self.m
         # jax.jit(f, ...), and partial(jax.jit, ...)(f) / jax.jit(static_argnames=...)(f)
         got = None
@@ -864,11 +1063,18 @@ class _Tracer:
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
             if got.statics == "vmap" and len(positional) > 1 and "in_axes" not in opts:
                 opts["in_axes"] = positional[1]
+            if got.statics == "shard_map" and len(positional) > 2 and "in_specs" not in opts:
+                opts["in_specs"] = positional[2]
         elif isinstance(call.func, cst.Call):
+            if self.seed_application(call, scope, site_fn, site_abstract, site_cached):
+                return
             tr = m.transform_of(call.func, scope)
             if tr is not None:
                 got, opts = tr
         if got is not None:
+            if got.statics == "grad" and id(call) in m.applied_calls and _argnums(opts) is not None \
+                    and call.args and call.args[0].keyword is None and not call.args[0].star:
+                return  # `jax.grad(f)(x, flag)`: seeded from the application, which knows the arguments
             fexpr = None
             for a in call.args:
                 if a.keyword is None and not a.star:
@@ -880,11 +1086,12 @@ class _Tracer:
             if fexpr is not None:
                 ref = m.resolve_callable(fexpr, scope)
                 if ref is None and isinstance(fexpr, cst.Call):
-                    # jax.jit(jax.grad(f)): the inner transform is seeded by its own call record.
+                    # jax.jit(jax.grad(f)): f runs under both transforms, abstract and cached as the outer.
+                    self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached)
                     return
                 if ref is not None:
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
-                              site_fn=None)
+                              site_fn=None, cached=site_cached)
             return
         if qual is None:
             return
@@ -900,7 +1107,8 @@ class _Tracer:
                     ref = m.resolve_callable(e, scope)
                     if ref is not None:
                         t = Transform(kind, abstract=True, cached=True)
-                        self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn)
+                        self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
+                                  cached=site_cached)
             return
         if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
             ref = m.resolve_callable(call.args[0].value, scope)
@@ -912,8 +1120,68 @@ class _Tracer:
                 leaves = {p.name for p, tree in zip(params, trees) if values.traced(tree)}
                 self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn)
 
+    def seed_derivative_rules(self, call: cst.Call, scope: Scope) -> None:
+        """`f.defvjp(fwd, bwd)` / `f.defjvp(jvp)`: the rules run wherever `f` is differentiated, as
+        abstractly as `f` itself; nondiff arguments come first and stay Python values."""
+        m = self.m
+        assert isinstance(call.func, cst.Attribute)
+        primal = m.resolve_callable(call.func.value, scope)
+        if primal is None or not primal.fn.traced:
+            return
+        f = primal.fn
+        nondiff = [p.name for p in f.params if p.name in f.declared_static]
+        for i, a in enumerate(call.args[:2]):
+            ref = m.resolve_callable(a.value, scope)
+            if ref is None or ref.fn is f:
+                continue
+            rule = ref.fn
+            if call.func.attr.value == "defvjp" and i == 0:  # fwd: the primal's own signature
+                rule.declared_static |= {p.name for p in rule.params if p.name in f.declared_static}
+                traced = {p.name for p in rule.params if p.name in f.traced_params}
+            else:  # bwd(*nondiff, res, g) / jvp(*nondiff, primals, tangents)
+                positional = [p for p in rule.params if p.index is not None]
+                rule.declared_static |= {p.name for p in positional[:len(nondiff)]}
+                traced = {p.name for p in rule.params if p.name not in rule.declared_static}
+            if rule.target is None:
+                rule.target = TraceTarget(rule.qualname, 0, "helper", (), (), (f.qualname,), _root(f))
+            self.mark(rule, traced, f.abstract, f.cached, f.target.transform if f.target else "helper", None)
+
+    def seed_application(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
+                         site_cached: bool) -> bool:
+        """`jax.grad(f, argnums=...)(args)`: the `argnums` parameters are traced; the others receive the
+        call's arguments as they are (a literal flag stays a Python value)."""
+        m = self.m
+        inner = call.func
+        assert isinstance(inner, cst.Call)
+        qual = m.resolve(inner.func, scope)
+        t = m.transforms.get(qual) if qual is not None else None
+        if t is None or t.statics != "grad" or not inner.args or inner.args[0].keyword is not None \
+                or inner.args[0].star:
+            return False
+        opts = {a.keyword.value: a.value for a in inner.args if a.keyword is not None}
+        nums = _argnums(opts)
+        ref = m.resolve_callable(inner.args[0].value, scope)
+        if nums is None or ref is None:
+            return False
+        values = Values(m, site_fn) if site_fn is not None and site_fn.traced else None
+        args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None, tr,
+                        tr and values is not None and values.is_pytree(a.value),
+                        tr and values is not None and values.is_array_like(a.value))
+                for a in call.args for tr in (values is not None and values.traced(a.value),)]
+        traced, pytrees = _map_args(ref.fn, ref.offset, args)
+        usable = [p for p in ref.fn.params if p.index is not None][ref.offset:]
+        for n in nums:
+            if -len(usable) <= n < len(usable):
+                traced.add(usable[n].name)
+                pytrees.add(usable[n].name)
+        traced -= ref.bound_names
+        if ref.fn.target is None:
+            ref.fn.target = TraceTarget(ref.fn.qualname, 0, t.kind, (), (), _via(site_fn), _root(site_fn))
+        self.mark(ref.fn, traced, t.abstract or site_abstract, t.cached or site_cached, t.kind, None, pytrees)
+        return True
+
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
-             bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo]) -> None:
+             bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False) -> None:
         statics = static_param_names(fn, t, opts, offset)
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
@@ -934,7 +1202,8 @@ class _Tracer:
             fn.target = TraceTarget(fn.qualname, 0, t.kind,
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn), _root(site_fn))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
-        self.mark(fn, traced, abstract, t.cached, t.kind, None, pytrees=set() if t.statics == "filter" else traced)
+        self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
+                  pytrees=set() if t.statics == "filter" else traced)
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset()) -> None:  # type: ignore[assignment]
@@ -953,7 +1222,7 @@ class _Tracer:
             grew = True
         if kind not in fn.transforms:
             fn.transforms.add(kind)
-        new = params - fn.traced_params
+        new = params - fn.traced_params - fn.declared_static
         if new:
             fn.traced_params |= new
             grew = True
@@ -969,13 +1238,13 @@ class _Tracer:
             qual = m.resolve(call.func, fn)
             if qual is not None and (qual in CALLBACKS or qual in m.transforms or qual in LAX_BODIES):
                 if qual in m.transforms or qual in LAX_BODIES:
-                    # transforms applied inside traced code: abstract if the site is
-                    self.seed_call(call, fn, fn, fn.abstract)
+                    # transforms applied inside traced code: abstract (and cached) if the site is
+                    self.seed_call(call, fn, fn, fn.abstract, fn.cached)
                 continue
             if isinstance(call.func, cst.Call):
-                self.seed_call(call, fn, fn, fn.abstract)
+                self.seed_call(call, fn, fn, fn.abstract, fn.cached)
             if qual in TREE_MAPS:
-                self.seed_call(call, fn, fn, fn.abstract)
+                self.seed_call(call, fn, fn, fn.abstract, fn.cached)
                 continue
             ref = m.resolve_callable(call.func, fn)
             args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None, t,
@@ -1101,6 +1370,19 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
     elif t.statics == "custom":
         if "nondiff_argnums" in opts and not by_index(opts["nondiff_argnums"]):
             return None
+        if "nondiff_argnames" in opts:
+            names = _literal_values(opts["nondiff_argnames"], _str_leaf)
+            if names is None:
+                return None
+            out.update(names)
+    elif t.statics == "shard_map":
+        # An argument whose in_spec is None is passed through as the Python value it is.
+        specs = opts.get("in_specs")
+        if isinstance(specs, (cst.Tuple, cst.List)):
+            usable = positional[offset:]
+            for i, el in enumerate(specs.elements):
+                if _is_const(el.value, "None") and i < len(usable):
+                    out.add(usable[i].name)
     elif t.statics == "vmap":
         axes = opts.get("in_axes")
         if axes is not None:
@@ -1121,6 +1403,13 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
     return out
+
+
+def _argnums(opts: dict[str, cst.BaseExpression]) -> Optional[list[int]]:
+    """The `argnums` of a grad-like transform (default 0), or None when not a literal."""
+    if "argnums" not in opts:
+        return [0]
+    return _literal_values(opts["argnums"], _int_leaf)
 
 
 def _is_literal(expr: Optional[cst.BaseExpression]) -> bool:
@@ -1283,6 +1572,8 @@ class Values:
         if isinstance(e, cst.Attribute):
             if e.attr.value in STATIC_ATTRS:
                 return False
+            if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
+                return False  # an aux-data field of a registered pytree: a Python value
             if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
                 return self.traced(e.value)
             return False  # an attribute of a traced Python object: usually configuration
@@ -1459,6 +1750,8 @@ class Values:
                 return False
             if qual.startswith("numpy.") or qual.startswith("math."):
                 return False  # conversion to NumPy fails on a tracer, or the call is static
+            if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
+                return False  # psum of a Python constant is the axis size times it, a Python number
             if qual.startswith(STAGING_MODULES):
                 return True
             if qual == "builtins.getattr" and len(e.args) >= 2:

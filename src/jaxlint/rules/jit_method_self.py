@@ -5,18 +5,10 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import PYTREE_BASES, PYTREE_CLASS_DECORATORS
 from ..model import ClassInfo, FunctionInfo, static_param_names
 from .base import Report, Rule, Where
 
 _JIT_KINDS = ("jit", "pjit", "pmap")
-
-
-def _is_pytree_class(cls: ClassInfo) -> bool:
-    if any(d in PYTREE_CLASS_DECORATORS for d in cls.decorators):
-        return True
-    return any(b in PYTREE_BASES or b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx"))
-               for b in cls.bases)
 
 
 class JitMethodSelf(Rule):
@@ -91,7 +83,7 @@ class JitMethodSelf(Rule):
         ))
 
     def _method(self, fn: Optional[FunctionInfo]) -> Optional[FunctionInfo]:
-        if fn is None or not fn.is_method or fn.cls is None or _is_pytree_class(fn.cls):
+        if fn is None or not fn.is_method or fn.cls is None or fn.cls.pytree:
             return None
         if not isinstance(fn.node, cst.FunctionDef):
             return None
