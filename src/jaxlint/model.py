@@ -1141,7 +1141,8 @@ class _Tracer:
             else:  # bwd(*nondiff, res, g) / jvp(*nondiff, primals, tangents)
                 positional = [p for p in rule.params if p.index is not None]
                 rule.declared_static |= {p.name for p in positional[:len(nondiff)]}
-                traced = {p.name for p in rule.params if p.name not in rule.declared_static}
+                passed = positional[len(nondiff):len(nondiff) + 2]  # (res, g) / (primals, tangents)
+                traced = {p.name for p in passed} | {p.name for p in rule.params if p.star == "*"}
             if rule.target is None:
                 rule.target = TraceTarget(rule.qualname, 0, "helper", (), (), (f.qualname,), _root(f))
             self.mark(rule, traced, f.abstract, f.cached, f.target.transform if f.target else "helper", None)
