@@ -156,7 +156,8 @@ class PrngKeyReuse(Rule):
         out: dict[int, set[int]] = {}
         for _ in range(3):
             for fn in model.functions:
-                positions = {p.name: p.index for p in fn.params if p.index is not None}
+                # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
+                positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
                 for call in fn.calls:
                     name = None
                     q = model.resolve(call.func, fn) or ""
