@@ -285,3 +285,11 @@ PYTREE_CLASS_DECORATORS = frozenset({
 })
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
                           "flax.nnx.Pytree", "penzai.core.struct.Struct", "simple_pytree.Pytree"})
+
+# Pallas entry points whose callable receives mutable `Ref`s (kernel operands, pipeline buffers,
+# scratch allocations) rather than arrays: `o_ref[...] = v` inside it is the API, not a hazard.
+# Matched on the last component of a name under one of the Pallas packages (pl, pltpu, plgpu…).
+PALLAS_PACKAGES = ("jax.experimental.pallas", "jax._src.pallas")
+PALLAS_REF_CALLS = frozenset(
+    {"pallas_call", "emit_pipeline", "emit_pipeline_with_allocations", "run_scoped", "kernel", "run_state"}
+)

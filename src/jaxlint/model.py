@@ -21,6 +21,8 @@ from .jaxapi import (
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
     NON_ARRAY_ANNOTATIONS,
+    PALLAS_PACKAGES,
+    PALLAS_REF_CALLS,
     PYTREE_BASES,
     PYTREE_CLASS_DECORATORS,
     STAGING_MODULES,
@@ -136,6 +138,7 @@ class Scope:
     declared_nonlocal: set[str] = field(default_factory=set)
     # name -> source-order stamps of its bindings in this scope (for "rebound after the def")
     bind_order: dict[str, list[int]] = field(default_factory=dict)
+    bind_loops: dict[str, list[Optional["LoopInfo"]]] = field(default_factory=dict)  # the loop of each binding
     loop_bound: set[str] = field(default_factory=set)  # names rebound by a loop in this scope
     order: int = 0  # source-order stamp of the scope's definition
 
@@ -270,6 +273,7 @@ class ModuleModel:
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
         self._wanted = wanted
         self._aliasing: set[str] = set()
+        self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
         _Builder(self).build()
         self._register_classes()
         _Tracer(self).run(external or [])
@@ -487,6 +491,58 @@ class ModuleModel:
         fn = scope.function_scope()
         return fn is not None and name in fn.local_names
 
+    def reads_directly(self, fn: "FunctionInfo", name: str) -> bool:
+        """Whether `fn`'s own body (not its nested functions) reads `name`, other than as the object of
+        a store (`xs[i] = v`, `xs.append(v)` alone on a line)."""
+        stack: list[cst.CSTNode] = [fn.node.body] if fn.node is not None else []  # type: ignore[attr-defined]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                if n.value == name:
+                    return True
+                continue
+            if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Del)):
+                target = n.target
+                while isinstance(target, (cst.Subscript, cst.Attribute)):
+                    if isinstance(target, cst.Subscript):
+                        stack.extend(iter_children(target.slice[0]) if len(target.slice) == 1 else target.slice)
+                    target = target.value
+                if isinstance(n, (cst.AugAssign, cst.AnnAssign)) and n.value is not None:
+                    stack.append(n.value)
+                continue
+            if isinstance(n, cst.Expr) and isinstance(n.value, cst.Call) and isinstance(n.value.func, cst.Attribute):
+                stack.extend(a.value for a in n.value.args)
+                recv = n.value.func.value
+                if not (isinstance(recv, cst.Name) and recv.value == name):
+                    stack.append(recv)
+                continue
+            stack.extend(iter_children(n))
+        return False
+
+    # ---- Pallas refs -------------------------------------------------------------------------
+
+    def is_pallas_ref_api(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether `expr` names a Pallas call whose callable receives refs (`pl.pallas_call`,
+        `pltpu.emit_pipeline`, `pl.run_scoped`…), bare or as `functools.partial(pl.pallas_call, …)`."""
+        if isinstance(expr, cst.Call):
+            if self.resolve(expr.func, scope) != "functools.partial" or not expr.args:
+                return False
+            expr = expr.args[0].value
+        q = self.resolve(expr, scope)
+        return q is not None and q.startswith(PALLAS_PACKAGES) and q.rsplit(".", 1)[-1] in PALLAS_REF_CALLS
+
+    def is_ref(self, name: str, scope: Scope) -> bool:
+        """Whether `name`, seen from `scope`, is bound to a Pallas `Ref`: a parameter of a function handed
+        to `pallas_call`/`emit_pipeline`/`run_scoped` (scratch refs included), a parameter that receives such
+        a ref from a call in this module, or a local bound only to a view of one (`o_ref.at[0]`)."""
+        if self._refs is None:
+            self._refs = {}
+            _pallas_refs(self, self._refs)
+        owner = self.owner_of(name, scope)
+        return isinstance(owner, FunctionInfo) and name in self._refs.get(id(owner), ())
+
     def owner_of(self, name: str, scope: Scope) -> Optional[Scope]:
         """The scope that binds `name` as seen from `scope` (module scope for globals), or None if unbound."""
         fn = scope.function_scope()
@@ -647,6 +703,7 @@ class _Builder:
                 del scope.defs[name]
             scope.assigned.setdefault(name, []).append(value)
             scope.bind_order.setdefault(name, []).append(self.counter)
+            scope.bind_loops.setdefault(name, []).append(loop)
             if loop is not None:
                 loop.bound.setdefault(name, []).append(value)
                 scope.loop_bound.add(name)
@@ -688,6 +745,7 @@ class _Builder:
         if isinstance(node.target, cst.Name):
             scope.assigned.setdefault(node.target.value, []).append(None)
             scope.bind_order.setdefault(node.target.value, []).append(self.counter)
+            scope.bind_loops.setdefault(node.target.value, []).append(loop)
             if loop is not None:
                 scope.loop_bound.add(node.target.value)
                 loop.bound.setdefault(node.target.value, []).append(None)
@@ -1002,6 +1060,61 @@ def _literal_values(expr: cst.BaseExpression, leaf: "Callable[[cst.BaseExpressio
             out.extend(vals)
         return out
     return None
+
+
+def _pallas_refs(m: ModuleModel, refs: dict[int, set[str]]) -> None:
+    """Fill `refs` with the names bound to Pallas refs, per function (by id): seeded by the callables handed
+    to Pallas, then followed through calls that pass a ref on and through locals bound to views of a ref."""
+
+    def add(fn: FunctionInfo, names: set[str]) -> bool:
+        have = refs.setdefault(id(fn), set())
+        new = names - have
+        have |= new
+        return bool(new)
+
+    for fn in m.functions:  # @functools.partial(pl.pallas_call, out_shape=…) on the kernel itself
+        outer = fn.parent or m.root
+        if any(m.is_pallas_ref_api(d.decorator, outer) for d in fn.decorators):
+            add(fn, {p.name for p in fn.params})
+    for call, scope, _loop in m.all_calls:
+        target: Optional[cst.BaseExpression] = None
+        if isinstance(call.func, cst.Call) and m.is_pallas_ref_api(call.func, scope):
+            target = call.args[0].value if call.args else None  # partial(pl.pallas_call, …)(kernel)
+        elif m.is_pallas_ref_api(call.func, scope):
+            target = _arg(call, 0, "kernel") or _arg(call, 0, "body") or _arg(call, 0, "f")
+        ref = m.resolve_callable(target, scope) if target is not None else None
+        if ref is not None:
+            positional = [p for p in ref.fn.params if p.index is not None][:ref.offset]
+            add(ref.fn, {p.name for p in ref.fn.params
+                         if p not in positional and p.name not in ref.bound_names and p.star != "**"})
+    for _ in range(10):
+        changed = False
+        for fn in m.functions:
+            for target, value, how in fn.events:  # o = o_ref.at[0]: a view of a ref is a ref
+                if how == "=" and isinstance(target, cst.Name) and value is not None:
+                    root = value
+                    while isinstance(root, (cst.Attribute, cst.Subscript)):
+                        root = root.value
+                    if root is not value and isinstance(root, cst.Name) and root.value != target.value \
+                            and m.is_ref(root.value, fn) and all(
+                                v is not None and isinstance(v, (cst.Attribute, cst.Subscript))
+                                for v in fn.assigned.get(target.value, [])):
+                        changed |= add(fn, {target.value})
+        for call, scope, _loop in m.all_calls:
+            names = [a for a in call.args if not a.star and isinstance(a.value, cst.Name)
+                     and m.is_ref(a.value.value, scope)]
+            if not names:
+                continue
+            ref = m.resolve_callable(call.func, scope)
+            if ref is None:
+                continue
+            args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None,
+                            isinstance(a.value, cst.Name) and m.is_ref(a.value.value, scope) and not a.star, False)
+                    for a in call.args]
+            mapped, _ = _map_args(ref.fn, ref.offset, args)
+            changed |= add(ref.fn, {n for n in mapped if ref.fn.param(n) is not None and ref.fn.param(n).star == ""})
+        if not changed:
+            break
 
 
 class _Tracer:

@@ -64,11 +64,15 @@ class ArrayItemAssignment(Rule):
     summary = "in-place item assignment on a JAX array"
     anywhere = True
 
-    def _is_jax_array(self, name: str, where: Where) -> bool:
+    def _is_jax_array(self, name: str, where: Where, target: Optional[cst.BaseExpression] = None) -> bool:
         model = where.model
         owner = model.owner_of(name, where.scope)
-        if owner is None:
-            return False
+        if owner is None or model.is_ref(name, where.scope):
+            return False  # a Pallas `Ref` takes stores: that is how a kernel writes
+        if isinstance(owner, FunctionInfo) and owner is where.function and target is not None:
+            latest = self._latest_binding(owner, name, target)
+            if latest is not None and self._jax_value(latest, owner, where):
+                return True  # `buf = jnp.asarray(buf)` just before `buf[i] = v`
         if isinstance(owner, FunctionInfo):
             p = owner.param(name)
             if p is not None:
@@ -81,6 +85,16 @@ class ArrayItemAssignment(Rule):
                 return False
         values = owner.assigned.get(name, [])
         return bool(values) and all(v is not None and self._jax_value(v, owner, where) for v in values)
+
+    def _latest_binding(self, fn: FunctionInfo, name: str, store: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """The value last bound to `name` before the store to `store`, in source order within `fn`."""
+        latest: Optional[cst.BaseExpression] = None
+        for target, value, how in fn.events:
+            if target is store:
+                return latest
+            if isinstance(target, cst.Name) and target.value == name:
+                latest = value if how == "=" else None
+        return None
 
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):
@@ -123,7 +137,7 @@ class ArrayItemAssignment(Rule):
     def visit_Assign(self, node: cst.Assign, where: Where) -> None:
         for t in node.targets:
             name = self._target(t.target)
-            if name is not None and self._is_jax_array(name.value, where):
+            if name is not None and self._is_jax_array(name.value, where, t.target):
                 assert isinstance(t.target, cst.Subscript)
                 if len(node.targets) == 1:
                     self._flag(node, t.target, "set", node.value, where)
@@ -131,7 +145,7 @@ class ArrayItemAssignment(Rule):
 
     def visit_AugAssign(self, node: cst.AugAssign, where: Where) -> None:
         name = self._target(node.target)
-        if name is None or not self._is_jax_array(name.value, where):
+        if name is None or not self._is_jax_array(name.value, where, node.target):
             return
         assert isinstance(node.target, cst.Subscript)
         self._flag(node, node.target, _AUG.get(type(node.operator)), node.value, where)

@@ -26,6 +26,18 @@ def _root_name(expr: cst.BaseExpression) -> Optional[cst.Name]:
     return expr if isinstance(expr, cst.Name) else None
 
 
+# Python container methods and how many positional arguments they take: a method of that name called
+# with another arity (`buffer.add(state, x)`) is some other API.
+_ARITY = {"append": (1, 1), "extend": (1, 1), "add": (1, 1), "discard": (1, 1), "appendleft": (1, 1),
+          "extendleft": (1, 1), "insert": (2, 2), "setdefault": (1, 2)}
+# Calls whose result is a pytree structure (a treedef or a Flax graphdef), never a tracer; the int is the
+# position of the structure in a tuple result (None: the whole result).
+_STRUCTURE_CALLS = {
+    "jax.tree_util.tree_structure": None, "jax.tree.structure": None, "flax.nnx.graphdef": None,
+    "jax.tree_util.tree_flatten": 1, "jax.tree.flatten": 1, "flax.nnx.split": 0,
+}
+
+
 def _passes_through_at(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         if isinstance(expr, cst.Attribute) and expr.attr.value == "at":
@@ -117,35 +129,107 @@ class GlobalMutation(Rule):
         for value in owner.assigned.get(name, []):
             if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
                 return True
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.left, (cst.List, cst.Tuple)):
+                return True  # [None] * n
             if isinstance(value, cst.Call) and where.model.resolve(value.func, owner) in _CONTAINER_FACTORIES:
                 return True
+        return False
+
+    def _untraceable(self, value: Optional[cst.BaseExpression], where: Where, depth: int = 0) -> bool:
+        """Whether `value` cannot hold a tracer: a literal, a function or jitted callable, a pytree structure."""
+        model = where.model
+        if value is None or depth > 4:
+            return False
+        if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.Lambda)):
+            return True
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return all(self._untraceable(el.value, where, depth + 1) for el in value.elements)
+        if isinstance(value, cst.Call):
+            q = model.resolve(value.func, where.scope)
+            if q in model.transforms or (isinstance(value.func, cst.Call) and model.transform_of(value.func, where.scope)):
+                return True  # jax.jit(f): a callable
+            return q in _STRUCTURE_CALLS and _STRUCTURE_CALLS[q] is None
+        if isinstance(value, cst.Name):
+            if value.value in ("True", "False", "None") or model.lookup_function(value.value, where.scope):
+                return True
+            fn = where.function
+            if fn is None or value.value not in fn.local_names or fn.param(value.value) is not None:
+                return False
+            found = False
+            for target, bound, how in fn.events:
+                if how == "aug" or bound is None:
+                    continue
+                if isinstance(target, cst.Name) and target.value == value.value:
+                    if not self._untraceable(bound, where, depth + 1):
+                        return False
+                    found = True
+                elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(bound, cst.Call):
+                    names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
+                    if value.value in names:
+                        q = model.resolve(bound.func, where.scope)
+                        if q not in _STRUCTURE_CALLS or _STRUCTURE_CALLS[q] != names.index(value.value):
+                            return False
+                        found = True
+            return found
         return False
 
     def _flag(self, node: cst.CSTNode, what: str, where: Where) -> None:
         fn = where.traced
         assert fn is not None
+        if fn.cached:
+            text = "happens once per trace, not on each call, and can leak tracers"
+        else:  # grad/vmap alone re-run the Python function on every call: only the tracer is the problem
+            text = "stores a traced value that outlives the trace (a leaked tracer)"
         self.report(
             node,
-            f"{what} {tracing_phrase(fn)} happens once per trace, not on each call, and can leak tracers; "
-            "return the value or pass state in and out explicitly.",
+            f"{what} {tracing_phrase(fn)} {text}; return the value or pass state in and out explicitly.",
             where,
         )
 
-    def _check_target(self, target: cst.BaseExpression, node: cst.CSTNode, where: Where) -> None:
+    def _leaks(self, values: list[cst.BaseExpression], where: Where) -> bool:
+        """Whether writing `values` outlives the trace badly: always under a cached trace (it happens once
+        per trace), only for traced values when the function re-runs on every call (grad, vmap alone)."""
+        fn = where.traced
+        assert fn is not None
+        return fn.cached or any(where.is_traced(v) for v in values)
+
+    def _scratch(self, name: str, owner: Scope, values: list[cst.BaseExpression], where: Where) -> bool:
+        """A container of an enclosing function that leaks nothing: the values written cannot be tracers,
+        or the enclosing function never reads it back (only the nested trace does)."""
+        if values and all(self._untraceable(v, where) for v in values):
+            return True
+        return isinstance(owner, FunctionInfo) and not where.model.reads_directly(owner, name)
+
+    def _container_owner(self, name: str, where: Where) -> Optional[Scope]:
+        """The scope owning a container mutated in traced code, if the mutation can outlive the trace."""
+        owner = self._outliving_owner(name, where)
+        if owner is not None:
+            return owner
+        fn = where.traced
+        assert fn is not None
+        owner = where.model.owner_of(name, where.scope)
+        if isinstance(owner, FunctionInfo) and owner.traced and owner is not fn.function_scope() \
+                and name not in fn.local_names and fn.transforms - {"helper"}:
+            return owner  # a lax body (its own trace) writing a container of the enclosing trace
+        return None
+
+    def _check_target(self, target: cst.BaseExpression, node: cst.CSTNode, values: list[cst.BaseExpression],
+                      where: Where) -> None:
         fn = where.traced
         if fn is None:
             return
         if isinstance(target, cst.Name):
             if target.value in fn.declared_global:
-                self._flag(node, f"Assigning global `{target.value}`", where)
+                if self._leaks(values, where):
+                    self._flag(node, f"Assigning global `{target.value}`", where)
             elif target.value in fn.declared_nonlocal:
                 owner = where.model.owner_of(target.value, where.scope)
-                if not (isinstance(owner, FunctionInfo) and owner.traced):
+                if not (isinstance(owner, FunctionInfo) and owner.traced) and self._leaks(values, where):
                     self._flag(node, f"Assigning nonlocal `{target.value}`", where)
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
-                self._check_target(el.value, node, where)
+                self._check_target(el.value, node, values, where)
             return
         if not isinstance(target, (cst.Subscript, cst.Attribute)) or _passes_through_at(target):
             return
@@ -153,7 +237,9 @@ class GlobalMutation(Rule):
                 and isinstance(target.slice[0].slice.value, cst.Ellipsis):
             return  # `ref[...] = v`: a mutable array reference, updated through the trace by design
         root = _root_name(target)
-        if root is None:
+        if root is None or where.model.is_ref(root.value, where.scope):
+            return  # a Pallas `Ref`: stores are how a kernel writes its outputs and scratch
+        if not self._leaks(values, where):
             return
         if self._is_self(root.value, fn):
             if "flax_jit" in fn.transforms:
@@ -161,10 +247,13 @@ class GlobalMutation(Rule):
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where)
             return
-        owner = self._outliving_owner(root.value, where)
+        owner = self._container_owner(root.value, where) if isinstance(target, cst.Subscript) \
+            else self._outliving_owner(root.value, where)
         if owner is None:
             return
         if isinstance(target, cst.Attribute) and isinstance(owner, ClassInfo):
+            return
+        if isinstance(target, cst.Subscript) and self._scratch(root.value, owner, values, where):
             return
         kind = "module-level" if owner is where.model.root else "closed-over"
         self._flag(node, f"Writing {kind} `{root.value}`", where)
@@ -173,19 +262,29 @@ class GlobalMutation(Rule):
 
     def visit_Assign(self, node: cst.Assign, where: Where) -> None:
         for t in node.targets:
-            self._check_target(t.target, node, where)
+            self._check_target(t.target, node, [node.value], where)
 
     def visit_AugAssign(self, node: cst.AugAssign, where: Where) -> None:
-        self._check_target(node.target, node, where)
+        self._check_target(node.target, node, [node.value], where)
 
     def visit_AnnAssign(self, node: cst.AnnAssign, where: Where) -> None:
         if node.value is not None:
-            self._check_target(node.target, node, where)
+            self._check_target(node.target, node, [node.value], where)
 
     def visit_Del(self, node: cst.Del, where: Where) -> None:
-        self._check_target(node.target, node, where)
+        self._check_target(node.target, node, [], where)
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
+        self._check_call(node, where, bare=False)
+
+    def visit_Expr(self, node: cst.Expr, where: Where) -> None:
+        if isinstance(node.value, cst.Call):
+            self._check_call(node.value, where, bare=True)
+
+    def _check_call(self, node: cst.Call, where: Where, bare: bool) -> None:
+        """`xs.append(v)`: a receiver known to be a Python container (bound to a literal or constructor)
+        is checked wherever the call sits; any other receiver only for a container method used as a bare
+        statement with a container's arity (`state = buffer.add(state, x)` is a functional API)."""
         fn = where.traced
         func = node.func
         if fn is None or not isinstance(func, cst.Attribute) or func.attr.value not in MUTATING_METHODS:
@@ -193,19 +292,27 @@ class GlobalMutation(Rule):
         if _passes_through_at(func.value):
             return
         root = _root_name(func.value)
-        if root is None:
+        if root is None or where.model.is_ref(root.value, where.scope):
             return
         method = func.attr.value
+        values = [a.value for a in node.args]
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        lo, hi = _ARITY.get(method, (0, 0))
+        container_call = method in _CONTAINER_ONLY and len(positional) == len(node.args) and lo <= len(positional) <= hi
+        if not self._leaks(values, where):
+            return
         if self._is_self(root.value, fn):
-            if method in _CONTAINER_ONLY and isinstance(func.value, (cst.Attribute, cst.Subscript)) \
+            if bare and container_call and isinstance(func.value, (cst.Attribute, cst.Subscript)) \
                     and "flax_jit" not in fn.transforms:
                 self._flag(node, f"Mutating `{root.value}` state with `.{method}()`", where)
             return
-        owner = self._outliving_owner(root.value, where)
+        owner = self._container_owner(root.value, where)
         if owner is None:
             return
-        direct = func.value is root
-        if not (method in _CONTAINER_ONLY or (direct and self._known_container(root.value, owner, where))):
+        known = func.value is root and self._known_container(root.value, owner, where)
+        if bare == known or not (known or container_call):
+            return  # known containers are checked from visit_Call, the others from visit_Expr
+        if self._scratch(root.value, owner, values, where):
             return
         kind = "module-level" if owner is where.model.root else "closed-over"
         self._flag(node, f"Mutating {kind} `{root.value}` with `.{method}()`", where)

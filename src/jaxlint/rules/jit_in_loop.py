@@ -8,7 +8,7 @@ import libcst as cst
 from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import JIT_LIKE
-from ..model import LoopInfo, iter_children
+from ..model import FunctionInfo, LoopInfo, iter_children
 from .base import Rule, Where
 
 
@@ -38,6 +38,29 @@ def _bound_in_loop(loop: LoopInfo) -> set[str]:
     if isinstance(loop.node, cst.For):
         names |= _names_in(loop.node.target)
     return names
+
+
+def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> set[str]:
+    """Names a callable expression reads from outside itself (for a def or lambda: not its own locals)."""
+    if fn is not None and isinstance(fn.node, (cst.FunctionDef, cst.Lambda)):
+        return _names_in(fn.node.body) - fn.local_names
+    return _names_in(node) - _params_of(node)
+
+
+def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpression]]:
+    """The values bound to `name` in `fn`, taking a tuple assigned from a tuple element by element."""
+    out: list[Optional[cst.BaseExpression]] = []
+    for target, value, how in fn.events:
+        if isinstance(target, cst.Name) and target.value == name:
+            out.append(value if how == "=" else None)
+        elif isinstance(target, (cst.Tuple, cst.List)) and any(
+                isinstance(el.value, cst.Name) and el.value.value == name for el in target.elements):
+            if how == "=" and isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+                out.extend(v.value for t, v in zip(target.elements, value.elements)
+                           if isinstance(t.value, cst.Name) and t.value.value == name)
+            else:
+                out.append(None)
+    return out
 
 
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
@@ -110,7 +133,8 @@ class JitInLoop(Rule):
     summary = "`jax.jit` rebuilt on every loop iteration"
     anywhere = True
 
-    def _fresh(self, expr: cst.BaseExpression, where: Where, loop: LoopInfo) -> Optional[str]:
+    def _fresh(self, expr: cst.BaseExpression, where: Where, loop: LoopInfo,
+               site: Optional[cst.CSTNode] = None) -> Optional[str]:
         """What makes the callable new on each pass, or None if it is the same object every time."""
         model = where.model
         if isinstance(expr, cst.Lambda):
@@ -129,7 +153,9 @@ class JitInLoop(Rule):
             l: Optional[LoopInfo] = loop
             while l is not None:
                 for value in l.bound.get(expr.value, []):
-                    if value is not None and self._fresh(value, where, l):
+                    if value is site:
+                        continue  # `f = jax.jit(f)`: the rebinding is this very call
+                    if value is not None and self._fresh(value, where, l, site):
                         return f"`{expr.value}`, rebound in the loop to {self._fresh(value, where, l)}"
                 l = l.parent
             return None
@@ -154,6 +180,8 @@ class JitInLoop(Rule):
         values = owner.assigned.get(name.value, [])
         if not values:
             return False
+        if isinstance(owner, FunctionInfo) and None in values:
+            values = _unpacked_values(owner, name.value)  # `model, opt = MLP(...), adam(...)`
         for value in values:
             if not isinstance(value, cst.Call):
                 return False
@@ -163,15 +191,57 @@ class JitInLoop(Rule):
                 return False
         return True
 
+    # ---- passes that must compile anyway ----------------------------------------------------
+
+    def _factory_bound(self, names: set[str], where: Where, loop: LoopInfo, depth: int = 0) -> Optional[str]:
+        """A captured name that the loop rebinds from a factory call (`init, apply = make_sim(kT)`), directly
+        or through a lambda or def of the loop body: the callable really differs on each pass."""
+        if depth > 4:
+            return None
+        targets = _names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
+        for name in sorted(names):
+            values = loop.bound.get(name)
+            if not values or name in targets:
+                continue
+            for value in values:
+                if value is None or (isinstance(value, cst.Call) and not self._fresh(value, where, loop)):
+                    return name  # a factory call's result (or a tuple unpacked from one)
+                if isinstance(value, cst.Lambda) and self._factory_bound(
+                        _free_names(value, None), where, loop, depth + 1):
+                    return name
+            fn = where.model.lookup_function(name, where.scope)
+            if fn is not None and loop.encloses(fn.loop_at_def) and self._factory_bound(
+                    _free_names(fn.node, fn), where, loop, depth + 1):
+                return name
+        return None
+
+    def _compiles_anyway(self, node: cst.Call, callable_: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
+        if id(node) in self.__dict__.setdefault("_aot", set()):
+            return True  # `jax.jit(f).lower(...).compile()`: ahead-of-time compilation per shape or sharding
+        varying = _bound_in_loop(loop)
+        if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
+            return True  # the jit options (shardings, donation…) change with the loop
+        ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
+        fn = ref.fn if ref is not None else None
+        return self._factory_bound(_free_names(callable_, fn), where, loop) is not None
+
+    # ---- visitors ---------------------------------------------------------------------------
+
     def visit_Call(self, node: cst.Call, where: Where) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("lower", "trace") \
+                and isinstance(node.func.value, cst.Call):
+            self.__dict__.setdefault("_aot", set()).add(id(node.func.value))
         loop = where.loop
-        if loop is None or where.resolve(node.func) not in JIT_LIKE or not node.args:
+        if where.resolve(node.func) not in JIT_LIKE or not node.args:
             return
         first = node.args[0]
         if first.keyword is not None or first.star:
             return
-        why = self._fresh(first.value, where, loop)
-        if why is None:
+        if loop is None:
+            self._check_per_step_method(node, first.value, where)
+            return
+        why = self._fresh(first.value, where, loop, node)
+        if why is None or self._compiles_anyway(node, first.value, where, loop):
             return
         fix = edit = None
         if isinstance(loop.node, (cst.For, cst.While)) and isinstance(first.value, (cst.Lambda, cst.Call)):
@@ -191,16 +261,76 @@ class JitInLoop(Rule):
             edit=edit,
         )
 
+    def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool) -> Optional[str]:
+        """Where `fn` is called inside a loop of this module (by name, or as `obj.name(...)` for a method)."""
+        model = where.model
+        for call, scope, loop in model.all_calls:
+            if loop is None:
+                continue
+            func = call.func
+            if by_attribute:
+                hit = isinstance(func, cst.Attribute) and func.attr.value == fn.name
+            else:
+                ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
+                hit = ref is not None and ref.fn is fn
+            if hit:
+                caller = scope.function_scope()
+                return f"`{caller.qualname}`" if caller is not None else "the module"
+        return None
+
+    def _check_per_step_method(self, node: cst.Call, expr: cst.BaseExpression, where: Where) -> None:
+        """`self.apply = jax.jit(self._apply)` in a method that a loop calls on every step."""
+        fn = where.function
+        if fn is None or fn.cls is None or not fn.is_method or fn.name in ("__init__", "setup", "__post_init__"):
+            return
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+                and expr.value.value == fn.params[0].name and expr.attr.value in fn.cls.defs):
+            return
+        if sum(1 for f in where.model.functions if f.name == fn.name and f.is_method) != 1:
+            return  # the method name must identify the method
+        caller = self._loop_caller(fn, where, by_attribute=True)
+        if caller is None:
+            return
+        self.report(
+            node,
+            f"`jax.jit` of the bound method `{expr.value.value}.{expr.attr.value}` in `{fn.qualname}`, which a "
+            f"loop in {caller} calls on every pass, builds a new callable each time, so JAX re-traces and "
+            "re-compiles; jit it once, in `__init__`.",
+            where,
+        )
+
     def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:
         loop = where.loop
-        if loop is None:
-            return
         got = where.model.transform_of(node.decorator, where.scope)
         if got is None or got[0].kind not in ("jit", "pjit", "pmap", "filter_jit"):
             return
+        fn = next((f for f in where.model.functions if isinstance(f.node, cst.FunctionDef)
+                   and node in f.node.decorators), None)
+        if loop is None:
+            self._check_def_in_called_function(node, fn, where)
+            return
+        if fn is not None and self._factory_bound(_free_names(fn.node, fn), where, loop):
+            return  # it closes over a callable the loop builds anew: each pass must compile anyway
         self.report(
             node,
             "A jitted function defined inside a loop is a new function on every pass, so JAX re-traces and "
             "re-compiles each time; define it once, before the loop.",
+            where,
+        )
+
+    def _check_def_in_called_function(self, node: cst.Decorator, fn: Optional[FunctionInfo], where: Where) -> None:
+        """A jitted def inside a function that calls it (not a factory returning it) and runs in a loop."""
+        outer = fn.parent if fn is not None else None
+        if not isinstance(outer, FunctionInfo) or fn is None:
+            return
+        if not any(isinstance(c.func, cst.Name) and c.func.value == fn.name for c in outer.calls):
+            return
+        caller = self._loop_caller(outer, where, by_attribute=False)
+        if caller is None:
+            return
+        self.report(
+            node,
+            f"`{fn.name}` is jitted inside `{outer.qualname}`, which a loop in {caller} calls on every pass: "
+            "each call makes a new function, so JAX re-traces and re-compiles; define it once, outside.",
             where,
         )

@@ -8,7 +8,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
-from ..model import Scope, dotted, iter_children
+from ..model import FunctionInfo, Scope, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -20,14 +20,19 @@ _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 class _State:
     keys: set[str] = field(default_factory=set)  # names known to hold keys
     consumed: dict[str, cst.CSTNode] = field(default_factory=dict)  # key name -> first consuming call
+    # key name -> {code of the data folded in -> the fold_in call}: distinct data derive distinct keys
+    folded: dict[str, dict[str, cst.CSTNode]] = field(default_factory=dict)
 
     def copy(self) -> "_State":
-        return _State(set(self.keys), dict(self.consumed))
+        return _State(set(self.keys), dict(self.consumed), {k: dict(v) for k, v in self.folded.items()})
 
     def merge(self, other: "_State") -> None:
         self.keys |= other.keys
         for k, v in other.consumed.items():
             self.consumed.setdefault(k, v)
+        for k, d in other.folded.items():
+            for data, call in d.items():
+                self.folded.setdefault(k, {}).setdefault(data, call)
 
 
 class PrngKeyReuse(Rule):
@@ -141,20 +146,91 @@ class PrngKeyReuse(Rule):
         walk(node)
         return out
 
+    def _consumers(self) -> dict[int, set[int]]:
+        """Functions of this module that consume a key parameter (sample from it or split it, directly or
+        through another such function): id of the function -> positions of those parameters."""
+        model = self._where.model
+        cache = self.__dict__.setdefault("_consumer_cache", {})
+        if id(model) in cache:
+            return cache[id(model)]
+        out: dict[int, set[int]] = {}
+        for _ in range(3):
+            for fn in model.functions:
+                # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
+                positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
+                for call in fn.calls:
+                    name = None
+                    q = model.resolve(call.func, fn) or ""
+                    fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
+                    if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
+                        name = self._key_arg(call)
+                        if name in positions:
+                            out.setdefault(id(fn), set()).add(positions[name])
+                        continue
+                    callee = self._callee(call, fn)
+                    if callee is None or id(callee[0]) not in out:
+                        continue
+                    for i, a in enumerate(a for a in call.args if a.keyword is None and not a.star):
+                        if i + callee[1] in out[id(callee[0])] and isinstance(a.value, cst.Name) \
+                                and a.value.value in positions:
+                            out.setdefault(id(fn), set()).add(positions[a.value.value])
+        cache[id(model)] = out
+        return out
+
+    def _callee(self, call: cst.Call, scope: Scope) -> Optional[tuple[FunctionInfo, int]]:
+        """The function of this module a call runs (through `step = jax.jit(train_step)` too), and the
+        number of leading parameters already bound."""
+        model = self._where.model
+        ref = model.resolve_callable(call.func, scope)
+        if ref is None and isinstance(call.func, cst.Name):
+            owner = model.owner_of(call.func.value, scope)
+            values = owner.assigned.get(call.func.value, []) if owner is not None else []
+            if len(values) == 1 and isinstance(values[0], cst.Call) and values[0].args \
+                    and model.resolve(values[0].func, owner) in model.transforms:
+                ref = model.resolve_callable(values[0].args[0].value, owner)
+        return (ref.fn, ref.offset) if ref is not None else None
+
     def _consume(self, call: cst.Call, state: _State, loop_names: Optional[set[str]],
                  comp_loop: bool = False) -> None:
         fname = self._random_fn(call)
-        if fname is None:
-            return
-        key = self._key_arg(call)
-        if key is None or (key not in state.keys and key.split("[")[0] not in state.keys):
+        keys: list[str] = []
+        if fname is not None:
+            key = self._key_arg(call)
+            keys = [key] if key is not None else []
+        else:
+            callee = self._callee(call, self._scope)
+            if callee is None or id(callee[0]) not in self._consumers():
+                return
+            fname = callee[0].name
+            wanted = self._consumers()[id(callee[0])]
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            keys = [r for i, a in enumerate(positional) if i + callee[1] in wanted
+                    for r in (_key_ref(a.value),) if r is not None]
+        for key in keys:
+            self._consume_key(call, key, fname, state, loop_names, comp_loop)
+
+    def _consume_key(self, call: cst.Call, key: str, fname: str, state: _State, loop_names: Optional[set[str]],
+                     comp_loop: bool) -> None:
+        if key not in state.keys and key.split("[")[0] not in state.keys:
             return
         if key in state.consumed:
             first = state.consumed[key]
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
             return
+        if fname == "fold_in":
+            data = _code(call.args[1].value) if len(call.args) > 1 else ""
+            folds = state.folded.setdefault(key, {})
+            if data in folds:
+                self._report(call, f"`{key}` was already folded in with the same data `{data}`, which derives the "
+                             "same key again; fold in distinct data or split it.")
+            folds.setdefault(data, call)
+            return
+        if key in state.folded:
+            first = next(iter(state.folded[key].values()))
+            self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
+            return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
-        if (in_loop or comp_loop) and fname != "fold_in":
+        if in_loop or comp_loop:
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).")
         state.consumed[key] = call
@@ -200,6 +276,11 @@ class PrngKeyReuse(Rule):
             for k in list(state.consumed):
                 if k == n or k.startswith(n + "["):
                     del state.consumed[k]
+            for k in list(state.folded):
+                if k == n or k.startswith(n + "["):
+                    del state.folded[k]
+                else:  # data naming a rebound variable is new data
+                    state.folded[k] = {d: c for d, c in state.folded[k].items() if not re.search(rf"\b{n}\b", d)}
             if is_key or _KEY_NAME.search(n):
                 state.keys.add(n)  # a fresh key (or, by its name, most likely one)
             else:
@@ -236,7 +317,7 @@ class PrngKeyReuse(Rule):
                     else_state, else_exit = self._block(_body(stmt.orelse.body), state.copy(), loop_names)
                 if then_exit and else_exit:
                     return state, True
-                merged = _State(set(), {})
+                merged = _State(set(), {}, {})
                 for st, ex in ((then_state, then_exit), (else_state, else_exit)):
                     if not ex:
                         merged.merge(st)
@@ -320,3 +401,7 @@ def _callee(call: cst.CSTNode) -> str:
         if name:
             return name
     return "an earlier call"
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

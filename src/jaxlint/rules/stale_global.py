@@ -5,7 +5,7 @@ from typing import Iterator, Optional, Union
 
 import libcst as cst
 
-from ..model import ClassInfo, FunctionInfo, ModuleModel, Scope, iter_children
+from ..model import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope, iter_children
 from .base import Report, Rule, Where, tracing_phrase
 
 
@@ -26,6 +26,8 @@ def _loads(node: cst.CSTNode) -> Iterator[cst.Name]:
         if isinstance(n, cst.Arg):
             stack.append(n.value)
             continue
+        if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name):
+            continue  # `X = …` under `global X` writes, it does not read
         if isinstance(n, (cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom)):
             continue
         stack.extend(reversed(list(iter_children(n))))
@@ -111,7 +113,7 @@ class StaleGlobal(Rule):
     def _candidates(self, fn: FunctionInfo, where: Where) -> dict[str, str]:
         model = where.model
         out: dict[str, str] = {}
-        shadowed: set[str] = set(fn.local_names) | fn.declared_global
+        shadowed: set[str] = set(fn.local_names)
         s: Optional[Scope] = fn.parent
         while s is not None:
             if isinstance(s, ClassInfo):
@@ -141,16 +143,27 @@ class StaleGlobal(Rule):
         return out
 
     def _rebinding(self, name: str, owner: Scope, fn: FunctionInfo, model: ModuleModel) -> Optional[str]:
+        """How `name` can be rebound after `fn` is traced, or None. Rebindings that run before the def (a
+        loop that ends before it), rebindings to the same literal, and rebindings inside a loop that also
+        redefines the reader (a notebook-style script re-running a cell) are not stale."""
+        if _same_literal(name, owner, model):
+            return None
+        at_def = fn
+        while at_def.parent is not owner and isinstance(at_def.parent, FunctionInfo):
+            at_def = at_def.parent  # the def that runs in the owner's scope
         orders = list(owner.bind_order.get(name, []))
-        if isinstance(owner, FunctionInfo) and owner.param(name) is not None:
-            orders.insert(0, owner.order)
-        if name in owner.loop_bound:
+        loops = list(owner.bind_loops.get(name, [None] * len(orders)))
+        later = [loop for order, loop in zip(orders, loops)
+                 if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)]
+        if any(loop is not None for loop in later):
             return "a loop rebinds it"
-        if len(orders) >= 2 and max(orders) > fn.order:
+        if later and len(orders) >= 2:
             return "it is rebound after the function is defined"
         if owner is model.root:
             for other in model.functions:
-                if other is not fn and name in other.declared_global and name in other.bind_order:
+                if name in other.declared_global and name in other.bind_order:
+                    if other is fn:
+                        return f"`{fn.qualname}` itself rebinds it with `global`"
                     return f"`{other.qualname}` rebinds it with `global`"
         return None
 
@@ -161,3 +174,28 @@ class StaleGlobal(Rule):
             "the compiled code; pass it as an argument instead.",
             fn,
         )
+
+
+def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:
+    """Whether one loop runs both the rebinding and the def: each pass then defines the reader anew."""
+    while binding is not None:
+        if binding.encloses(at_def):
+            return True
+        binding = binding.parent
+    return False
+
+
+def _same_literal(name: str, owner: Scope, model: ModuleModel) -> bool:
+    """Whether every binding of `name` (in its scope and under `global` elsewhere) is the same literal."""
+    values = list(owner.assigned.get(name, []))
+    if owner is model.root:
+        for other in model.functions:
+            if name in other.declared_global:
+                values.extend(other.assigned.get(name, []))
+    codes = set()
+    for v in values:
+        if not isinstance(v, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) or (
+                isinstance(v, cst.Name) and v.value not in ("True", "False", "None")):
+            return False
+        codes.add(cst.Module([]).code_for_node(v))
+    return len(codes) == 1 and len(values) >= 2
