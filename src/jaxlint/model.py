@@ -1154,6 +1154,19 @@ class _Tracer:
         for fn in m.functions:
             if fn.traced and not fn.traced_names:
                 Values(m, fn).solve()
+        self.complete_roots()
+
+    def complete_roots(self) -> None:
+        """A body seeded before its enclosing function was known to be traced has no root yet."""
+        by_name = {f.qualname: f for f in self.m.functions}
+        for fn in self.m.functions:
+            t = fn.target
+            if t is None or t.root is not None or not t.via:
+                continue
+            outer = by_name.get(t.via[0])
+            if outer is not None and outer.target is not None and outer.target.transform != "helper" \
+                    and outer is not fn:
+                fn.target = dataclasses.replace(t, root=outer.target.root or outer.target)
 
     def seed_calls(self) -> None:
         m = self.m
@@ -1164,7 +1177,7 @@ class _Tracer:
             self.seed_call(call, scope, site_fn, site_abstract, site_cached)
 
     def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
-                  site_cached: bool = False) -> None:
+                  site_cached: bool = False, outer: Optional[Transform] = None) -> None:
         m = self.m
         # jax.jit(f, ...), and partial(jax.jit, ...)(f) / jax.jit(static_argnames=...)(f)
         got = None
@@ -1200,11 +1213,12 @@ class _Tracer:
                 ref = m.resolve_callable(fexpr, scope)
                 if ref is None and isinstance(fexpr, cst.Call):
                     # jax.jit(jax.grad(f)): f runs under both transforms, abstract and cached as the outer.
-                    self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached)
+                    self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached,
+                                   outer=outer or (got if got.cached else None))
                     return
                 if ref is not None:
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
-                              site_fn=None, cached=site_cached)
+                              site_fn=None, cached=site_cached, outer=outer)
             return
         if qual is None:
             return
@@ -1295,7 +1309,8 @@ class _Tracer:
         return True
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
-             bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False) -> None:
+             bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
+             outer: Optional[Transform] = None) -> None:
         statics = static_param_names(fn, t, opts, offset)
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
@@ -1313,7 +1328,9 @@ class _Tracer:
         if fn.target is None or (fn.target.transform == "helper" and site_fn is None):
             static_nums = tuple(p.index - offset for p in positional
                                 if statics is not None and p.name in statics and p.index is not None and p.index >= offset)
-            fn.target = TraceTarget(fn.qualname, 0, t.kind,
+            # Under an outer cached transform (`jax.jit(jax.vmap(f))`) the verifier re-traces through it.
+            kind = outer.kind if outer is not None else t.kind
+            fn.target = TraceTarget(fn.qualname, 0, kind,
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn), _root(site_fn))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
