@@ -271,6 +271,9 @@ class ModuleModel:
         self.all_calls: list[tuple[cst.Call, Scope, Optional[LoopInfo]]] = []
         self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
+        self.summaries_final = False
+        self._returns: dict[int, bool] = {}
+        self._returns_busy: set[int] = set()
         self._wanted = wanted
         self._aliasing: set[str] = set()
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
@@ -450,6 +453,43 @@ class ModuleModel:
         if cls is not None and (cls.fields or cls.static_fields):
             return attr in cls.static_fields
         return attr in self.static_field_names
+
+    # ---- function summaries -----------------------------------------------------------------
+
+    def returns_traced(self, fn: "FunctionInfo") -> bool:
+        """Whether a traced function's return value carries tracers, given what its callers pass."""
+        key = id(fn)
+        if key in self._returns:
+            return self._returns[key]
+        if key in self._returns_busy:
+            return False  # recursion: the other returns decide
+        node = fn.node
+        if isinstance(node, cst.Lambda):
+            exprs: list[cst.BaseExpression] = [node.body]
+        elif isinstance(node, cst.FunctionDef):
+            exprs = [r.value for r in _returns(node.body) if r.value is not None]
+        else:
+            return True
+        self._returns_busy.add(key)
+        try:
+            values = Values(self, fn)
+            out = any(values.traced(x) for x in exprs)
+        finally:
+            self._returns_busy.discard(key)
+        if self.summaries_final:
+            self._returns[key] = out
+        return out
+
+    def summarised_callee(self, call: cst.Call, fn: "FunctionInfo") -> Optional["FunctionInfo"]:
+        """The traced function of this module a call runs, when its summary can answer for it."""
+        if isinstance(call.func, cst.Call):
+            return None
+        ref = self.resolve_callable(call.func, fn)
+        if ref is None or not ref.fn.traced or ref.fn is fn or not isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)):
+            return None
+        if ref.fn.decorators and any(self.transform_of(d.decorator, ref.fn.parent or self.root) for d in ref.fn.decorators):
+            return None  # a transformed function's result is whatever the transform returns
+        return ref.fn
 
     # ---- questions rules ask ----------------------------------------------------------------
 
@@ -1143,14 +1183,18 @@ class _Tracer:
         rounds = 0
         while True:
             self.changed = False
+            before = sum(len(f.traced_names) for f in m.functions)
             for fn in [f for f in m.functions if f.traced]:
                 Values(m, fn).solve()
                 self.follow_calls(fn)
             for call, scope in rules:
                 self.seed_derivative_rules(call, scope)
             rounds += 1
-            if not self.changed or rounds > 50:
+            # Summaries (a helper's return value) feed back into callers: stop only when nothing moved.
+            moved = sum(len(f.traced_names) for f in m.functions) != before
+            if not (self.changed or moved) or rounds > 50:
                 break
+        m.summaries_final = True
         for fn in m.functions:
             if fn.traced and not fn.traced_names:
                 Values(m, fn).solve()
@@ -1235,7 +1279,7 @@ class _Tracer:
                     if ref is not None:
                         t = Transform(kind, abstract=True, cached=True)
                         self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
-                                  cached=site_cached)
+                                  cached=site_cached, passed=_body_arity(kind, call))
             return
         if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
             ref = m.resolve_callable(call.args[0].value, scope)
@@ -1310,7 +1354,9 @@ class _Tracer:
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
-             outer: Optional[Transform] = None) -> None:
+             outer: Optional[Transform] = None, passed: int = 0) -> None:
+        """`passed`: how many leading positional parameters the transform always fills (a control-flow
+        body's carry and element), whatever their defaults say."""
         statics = static_param_names(fn, t, opts, offset)
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
@@ -1322,7 +1368,7 @@ class _Tracer:
                 continue
             if offset == 0 and fn.is_method and p is fn.params[0]:
                 continue  # self/cls: see jit-method-self
-            if _is_literal(p.default):
+            if _is_literal(p.default) and not (p.index is not None and p.index - offset < passed):
                 continue  # a flag with a Python default: a constant unless a caller passes it
             traced.add(p.name)
         if fn.target is None or (fn.target.transform == "helper" and site_fn is None):
@@ -1374,6 +1420,13 @@ class _Tracer:
                 continue
             if isinstance(call.func, cst.Call):
                 self.seed_call(call, fn, fn, fn.abstract, fn.cached)
+            if qual == "builtins.map" and len(call.args) > 1:
+                ref = m.resolve_callable(call.args[0].value, fn)
+                if ref is not None:  # map(f, xs): f gets the elements
+                    elems = [ArgInfo("", None, values.traced(a.value), False) for a in call.args[1:]]
+                    traced, _ = _map_args(ref.fn, ref.offset, elems)
+                    self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn)
+                continue
             if qual in TREE_MAPS:
                 self.seed_call(call, fn, fn, fn.abstract, fn.cached)
                 continue
@@ -1534,6 +1587,20 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
     return out
+
+
+def _body_arity(kind: str, call: cst.Call) -> int:
+    """How many positional arguments a control-flow primitive passes to its body."""
+    positional = sum(1 for a in call.args if a.keyword is None and not a.star)
+    if kind in ("scan", "fori_loop", "associative_scan", "custom_root"):
+        return 2
+    if kind in ("while_loop", "map"):
+        return 1
+    if kind == "odeint":  # func(y, t, *args)
+        return 2 + max(0, positional - 3)
+    if kind in ("cond", "switch"):  # branch(*operands)
+        return max(0, positional - (3 if kind == "cond" else 2))
+    return 0
 
 
 def _argnums(opts: dict[str, cst.BaseExpression]) -> Optional[list[int]]:
@@ -1861,6 +1928,9 @@ class Values:
             return False
         if isinstance(e.func, cst.Attribute) and self.traced(e.func.value):
             return False  # x.any(), x.all()
+        callee = self.m.summarised_callee(e, self.fn)
+        if callee is not None:
+            return not self.m.returns_traced(callee)  # `if converged(h, tol):` returns a traced comparison
         return True
 
     def _compare_traced(self, e: cst.Comparison) -> bool:
@@ -1891,6 +1961,9 @@ class Values:
                     return False
                 return self.is_pytree(obj) and self.traced(obj)
         func = e.func
+        helper = self.m.summarised_callee(e, self.fn)
+        if helper is not None:
+            return self.m.returns_traced(helper)  # the helper's summary, not a guess from names or arguments
         callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
             return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
@@ -1899,6 +1972,10 @@ class Values:
                 return False
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
+        if qual == "builtins.map" and len(e.args) > 1:
+            ref = self.m.resolve_callable(e.args[0].value, self.fn)
+            if ref is not None and ref.fn.traced:
+                return self.m.returns_traced(ref.fn)
         return any(self.traced(a.value) for a in e.args)
 
 
