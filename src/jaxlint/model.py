@@ -1336,10 +1336,7 @@ class _Tracer:
         if nums is None or ref is None:
             return False
         values = Values(m, site_fn) if site_fn is not None and site_fn.traced else None
-        args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None, tr,
-                        tr and values is not None and values.is_pytree(a.value),
-                        tr and values is not None and values.is_array_like(a.value))
-                for a in call.args for tr in (values is not None and values.traced(a.value),)]
+        args = _arg_infos(call, site_fn, values)
         traced, pytrees = _map_args(ref.fn, ref.offset, args)
         usable = [p for p in ref.fn.params if p.index is not None][ref.offset:]
         for n in nums:
@@ -1431,9 +1428,7 @@ class _Tracer:
                 self.seed_call(call, fn, fn, fn.abstract, fn.cached)
                 continue
             ref = m.resolve_callable(call.func, fn)
-            args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None, t,
-                            t and values.is_pytree(a.value), t and values.is_array_like(a.value))
-                    for a in call.args for t in (values.traced(a.value),)]
+            args = _arg_infos(call, fn, values)
             if ref is None:
                 # Across files, follow only calls made by a function a transform traces directly
                 # (`train_step` -> `losses.loss_fn`): longer chains through library internals were
@@ -1485,6 +1480,28 @@ class ExternalCall:
     cached: bool
     caller: str
     origin: str = ""  # the caller's file, filled in by the API
+
+
+def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Values"]) -> list[ArgInfo]:
+    """The arguments of a call as tracing sees them; `*xs` of a list literal (or of a local name bound
+    once to one) is spread into its elements, so each parameter gets its own element."""
+    out: list[ArgInfo] = []
+
+    def one(star: str, kw: Optional[str], value: cst.BaseExpression) -> ArgInfo:
+        t = values is not None and values.traced(value)
+        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value))  # type: ignore[union-attr]
+
+    for a in call.args:
+        if a.star == "*":
+            seq = a.value
+            if isinstance(seq, cst.Name) and fn is not None and fn.param(seq.value) is None:
+                bound = fn.assigned.get(seq.value, [])
+                seq = bound[0] if len(bound) == 1 and bound[0] is not None else seq
+            if isinstance(seq, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement) for e in seq.elements):
+                out.extend(one("", None, e.value) for e in seq.elements)
+                continue
+        out.append(one(str(a.star), a.keyword.value if a.keyword is not None else None, a.value))
+    return out
 
 
 def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo]) -> tuple[set[str], set[str]]:
