@@ -8,6 +8,7 @@ is resolved within the module; when unsure the answer is "not known", and the mo
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -24,7 +25,7 @@ from .jaxapi import (
 )
 
 if TYPE_CHECKING:
-    from .model import CallableRef, ClassInfo, FunctionInfo, ModuleModel, Scope, Values
+    from .model import ArgInfo, CallableRef, ClassInfo, FunctionInfo, ModuleModel, Scope, Values
 
 # What an attribute of a module instance holds.
 ARRAY, VARIABLE, MODULE, MODULES, CONFIG = "array", "variable", "module", "modules", "config"
@@ -355,7 +356,15 @@ class Frameworks:
         cls = self.instance_class(expr, scope)  # `model`, `self.encoder`, `self.layers[0]`, `Block(...)`
         if cls is not None:
             fn = self.method(cls, "__call__")
-            return CallableRef(fn, 1, receiver=expr) if fn is not None and fn.is_method else None
+            if fn is None or not fn.is_method:
+                return None
+            receiver = expr
+            outer = scope.function_scope()
+            if isinstance(expr, cst.Call) and self.kind(cls) == "linen" and outer is not None and outer.is_method \
+                    and outer.cls is not None and self.kind(outer.cls) == "linen":
+                # `Block(...)(x)` inside a linen method: the child's variables are part of the parent's.
+                receiver = cst.Name(outer.params[0].name)
+            return CallableRef(fn, 1, receiver=receiver)
         if isinstance(expr, cst.Attribute):
             meth = expr.attr.value
             if meth in ("apply", "init"):
@@ -408,6 +417,65 @@ class Frameworks:
             if len(bound) == 1 and bound[0] is not None:
                 return self._haiku_function(bound[0], owner, depth + 1)
         return None
+
+    # ---- across files -----------------------------------------------------------------------
+
+    def imported_method(self, call: cst.Call, fn: "FunctionInfo", values: "Values", args: list["ArgInfo"]
+                        ) -> Optional[tuple[str, tuple["ArgInfo", ...]]]:
+        """`models.CNN().apply(variables, x)`, `model(x)` with `model = models.CNN()`: the imported class's
+        method (`models.CNN.__call__`) and its arguments with `self` first (traced when the variables, or the
+        instance, are). The callee's module decides whether the class is a model module at all."""
+        from .model import ArgInfo
+
+        func = call.func
+        cls, meth, receiver, lead = None, "__call__", func, 0
+        if isinstance(func, cst.Attribute):
+            cls, meth, receiver = self._imported_class(func.value, fn), func.attr.value, func.value
+            if meth in ("apply", "init"):
+                chosen = _keyword(call, "method")
+                meth, lead = (_method_name(chosen) if chosen is not None else "__call__"), 1
+        if cls is None:  # `model(x)`, `models.CNN(config)(x)`
+            cls, meth, receiver, lead = self._imported_class(func, fn), "__call__", func, 0
+        if cls is None or meth is None:
+            return None
+        if lead:
+            head = args[:lead]
+            if len(head) < lead or any(a.star or a.keyword for a in head):
+                return None
+            self_traced = any(a.traced for a in head)
+            rest = args[lead:]
+        else:
+            self_traced = values.traced(receiver)
+            rest = args
+        if not any(a.traced for a in rest) and not self_traced:
+            return None
+        # The module's own leaves, and its traced inputs: across files only evident arrays make parameters
+        # traced, and the inputs a traced step hands a model are its arrays (flags stay literal or static).
+        me = ArgInfo("", None, self_traced, False, self_traced)
+        return f"{cls}.{meth}", (me, *(dataclasses.replace(a, array=a.traced) for a in rest))
+
+    def _imported_class(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional[str]:
+        """The qualified name of an imported, capitalised class an expression is an instance of."""
+        if isinstance(expr, cst.Call):
+            qual = self.m.resolve(expr.func, scope)
+            if qual is None or qual.startswith(("builtins.", "jax.", "flax.", "equinox.", "haiku.", "optax.", "numpy.")):
+                return None
+            return qual if "." in qual and qual.rsplit(".", 1)[-1][:1].isupper() else None
+        if isinstance(expr, cst.Name) and depth < 3:
+            owner = self.m.owner_of(expr.value, scope)
+            bound = owner.assigned.get(expr.value, []) if owner is not None else []
+            if len(bound) == 1 and bound[0] is not None:
+                return self._imported_class(bound[0], owner, depth + 1)
+        return None
+
+    def method_named(self, qualname: str) -> Optional["FunctionInfo"]:
+        """`CNN.__call__` of a model module class of this module (a call from another file)."""
+        cls_name, _, meth = qualname.rpartition(".")
+        cls = self.m.root.classes.get(cls_name)
+        if cls is None or not self.kind(cls):
+            return None
+        fn = self.method(cls, meth)
+        return fn if fn is not None and fn.is_method else None
 
     def self_updates_propagate(self, fn: "FunctionInfo") -> bool:
         """In an nnx Module's methods, Variable updates on `self` are the framework's state mechanism."""

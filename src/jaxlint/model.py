@@ -998,6 +998,11 @@ class _Tracer:
                 direct = fn.target is not None and fn.target.transform != "helper"
                 if direct and qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
                     m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
+                elif direct:  # `models.CNN().apply(variables, x)`: a method of a module class imported from elsewhere
+                    method = m.frameworks.imported_method(call, fn, values, args)
+                    if method is not None:
+                        m.external_calls[id(call)] = ExternalCall(method[0], method[1], fn.abstract, fn.cached,
+                                                                  fn.qualname)
                 continue
             if ref.fn is fn:
                 continue
@@ -1015,6 +1020,8 @@ class _Tracer:
         m = self.m
         for ext in calls:
             fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
+            if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
+                fn = m.frameworks.method_named(ext.qualname)
             if fn is None:
                 continue
             # Across files only arguments that are evidently arrays make parameters traced: objects
