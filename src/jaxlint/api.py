@@ -449,6 +449,9 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
             for call in results[path][1]:
                 full = _absolute(call.qualname, caller_mod, is_pkg)
                 mod, _, func = full.rpartition(".")
+                if mod not in by_module and "." in mod:  # `pkg.models.CNN.__call__`: a method of a class
+                    mod, _, cls = mod.rpartition(".")
+                    func = f"{cls}.{func}"
                 target = by_module.get(mod)
                 if target is None or target == path:
                     continue

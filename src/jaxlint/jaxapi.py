@@ -53,6 +53,14 @@ TRANSFORMS: dict[str, Transform] = {
     "equinox.filter_grad": Transform("grad", False, False, "filter"),
     "equinox.filter_value_and_grad": Transform("value_and_grad", False, False, "filter"),
     "equinox.filter_checkpoint": Transform("checkpoint", True, False, "filter"),
+    # nnx's lifted transforms take Modules as arguments (their Variables are the traced leaves).
+    "flax.nnx.vmap": Transform("vmap", True, False, "vmap"),
+    "flax.nnx.grad": Transform("grad", False, False),
+    "flax.nnx.value_and_grad": Transform("value_and_grad", False, False),
+    "flax.nnx.remat": Transform("checkpoint", True, False, "jit"),
+    "flax.nnx.scan": Transform("scan", True, True),
+    "haiku.vmap": Transform("vmap", True, False, "vmap"),
+    "haiku.remat": Transform("checkpoint", True, False, "jit"),
 }
 
 # `jax.shard_map` is also spelled through `jax.experimental.shard_map`; `jax.checkpoint` as `jax.remat`.
@@ -73,6 +81,16 @@ LAX_BODIES: dict[str, tuple[str, tuple[tuple[int, str, bool], ...]]] = {
     "jax.lax.associative_scan": ("associative_scan", ((0, "fn", False),)),
     "jax.experimental.ode.odeint": ("odeint", ((0, "func", False),)),
     "jax.lax.custom_root": ("custom_root", ((1, "solve", False), (2, "tangent_solve", False))),
+    "flax.nnx.cond": ("cond", ((1, "true_fun", False), (2, "false_fun", False))),
+    "flax.nnx.switch": ("switch", ((1, "branches", True),)),
+    "flax.nnx.fori_loop": ("fori_loop", ((2, "body_fun", False),)),
+    "flax.nnx.while_loop": ("while_loop", ((0, "cond_fun", False), (1, "body_fun", False))),
+    "haiku.scan": ("scan", ((0, "f", False),)),
+    "haiku.fori_loop": ("fori_loop", ((2, "body_fun", False),)),
+    "haiku.cond": ("cond", ((1, "true_fun", False), (2, "false_fun", False))),
+    "haiku.switch": ("switch", ((1, "branches", True),)),
+    "haiku.while_loop": ("while_loop", ((0, "cond_fun", False), (1, "body_fun", False))),
+    "haiku.map": ("map", ((0, "f", False),)),
 }
 
 # Calls that hand their callable argument traced leaves when (and only when) they run in traced code.
@@ -293,3 +311,29 @@ PALLAS_PACKAGES = ("jax.experimental.pallas", "jax._src.pallas")
 PALLAS_REF_CALLS = frozenset(
     {"pallas_call", "emit_pipeline", "emit_pipeline_with_allocations", "run_scoped", "kernel", "run_state"}
 )
+
+# ---- model frameworks --------------------------------------------------------------------------
+# Bases that make a class a model module, by framework.
+MODULE_BASES: dict[str, str] = {
+    "equinox.Module": "eqx",
+    "flax.nnx.Module": "nnx",
+    "flax.nnx.module.Module": "nnx",
+    "flax.linen.Module": "linen",
+    "flax.linen.module.Module": "linen",
+    "haiku.Module": "haiku",
+}
+# Library packages whose capitalised names are modules (`nn.Dense`, `eqx.nn.Linear`, `hk.Linear`).
+MODULE_PACKAGES = ("flax.linen.", "flax.nnx.", "equinox.nn.", "haiku.")
+# nnx Variables: their `.value` (or `[...]`) is an array leaf.
+NNX_VARIABLES = frozenset({
+    "flax.nnx.Param", "flax.nnx.Variable", "flax.nnx.BatchStat", "flax.nnx.Cache", "flax.nnx.Intermediate",
+    "flax.nnx.VariableState", "flax.nnx.RngState", "flax.nnx.RngKey", "flax.nnx.RngCount",
+})
+# Lifted linen transforms applied to a Module class return a Module class running the same methods.
+LINEN_CLASS_LIFTS = frozenset({
+    "flax.linen.scan", "flax.linen.vmap", "flax.linen.remat", "flax.linen.checkpoint", "flax.linen.jit",
+    "flax.linen.remat_scan", "flax.linen.map_variables",
+})
+# haiku's function transforms: name -> leading arguments of `.apply` that the function does not receive.
+HAIKU_TRANSFORMS: dict[str, int] = {"haiku.transform": 2, "haiku.transform_with_state": 3}
+HAIKU_WITHOUT_RNG = "haiku.without_apply_rng"

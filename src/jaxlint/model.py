@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Optional, Union
 import libcst as cst
 
 from .findings import TraceTarget
+from .frameworks import Frameworks
 from .jaxapi import (
     ARRAY_ANNOTATIONS,
     ARRAY_ATTRS,
@@ -237,6 +238,8 @@ class CallableRef:
     fn: FunctionInfo
     offset: int = 0  # leading parameters already bound (self of a bound method, partial's positional args)
     bound_names: frozenset[str] = frozenset()  # parameters bound by partial keywords
+    lead: int = 0  # leading call arguments the function does not receive (`variables` of linen's `apply`)
+    receiver: Optional[cst.BaseExpression] = None  # the instance a method is called on, when it is an argument
 
 
 _BOOL_FUNCS = frozenset({
@@ -277,6 +280,7 @@ class ModuleModel:
         self._wanted = wanted
         self._aliasing: set[str] = set()
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
+        self.frameworks = Frameworks(self)
         _Builder(self).build()
         self._register_classes()
         _Tracer(self).run(external or [])
@@ -339,14 +343,16 @@ class ModuleModel:
             s = s.parent
         return None
 
-    def resolve_callable(self, expr: cst.BaseExpression, scope: Scope) -> Optional[CallableRef]:
-        """Resolve an expression used as a callable to a def or lambda of this module."""
+    def resolve_callable(self, expr: cst.BaseExpression, scope: Scope,
+                         call: Optional[cst.Call] = None) -> Optional[CallableRef]:
+        """Resolve an expression used as a callable to a def or lambda of this module (`call`, when
+        given, is the call it heads: linen's `apply(..., method=...)` names the method there)."""
         if isinstance(expr, cst.Lambda):
             fn = self.fn_of_node.get(id(expr))
             return CallableRef(fn) if fn else None
         if isinstance(expr, cst.Name):
             fn = self.lookup_function(expr.value, scope)
-            return CallableRef(fn) if fn else None
+            return CallableRef(fn) if fn else self.frameworks.callable_of(expr, scope, call)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             owner = expr.value.value
             fscope = scope.function_scope()
@@ -354,21 +360,23 @@ class ModuleModel:
                     and fscope.params[0].name == owner:
                 fn = fscope.cls.defs.get(expr.attr.value)
                 if fn is not None:
-                    return CallableRef(fn, offset=1 if fn.is_method else 0)
+                    return CallableRef(fn, offset=1, receiver=expr.value) if fn.is_method else CallableRef(fn)
             cls = self.root.classes.get(owner)
             if cls is not None:
                 fn = cls.defs.get(expr.attr.value)
                 if fn is not None:
                     return CallableRef(fn)
-            return None
+            return self.frameworks.callable_of(expr, scope, call)
         if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) == "functools.partial" and expr.args:
             inner = self.resolve_callable(expr.args[0].value, scope)
             if inner is None:
                 return None
             positional = sum(1 for a in expr.args[1:] if a.keyword is None and not a.star)
             keywords = frozenset(a.keyword.value for a in expr.args[1:] if a.keyword is not None)
-            return CallableRef(inner.fn, inner.offset + positional, inner.bound_names | keywords)
-        return None
+            taken = min(positional, inner.lead)  # partial(model.apply, variables) binds the leading ones first
+            return CallableRef(inner.fn, inner.offset + positional - taken, inner.bound_names | keywords,
+                               inner.lead - taken, inner.receiver)
+        return self.frameworks.callable_of(expr, scope, call)
 
     def transform_of(self, expr: cst.BaseExpression, scope: Scope) -> Optional[tuple[Transform, dict[str, cst.BaseExpression]]]:
         """If `expr` names a JAX transform (`jax.jit`, `partial(jax.jit, static_argnums=1)`,
@@ -1262,7 +1270,7 @@ class _Tracer:
                     return
                 if ref is not None:
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
-                              site_fn=None, cached=site_cached, outer=outer)
+                              site_fn=None, cached=site_cached, outer=outer, lead=ref.lead)
             return
         if qual is None:
             return
@@ -1351,10 +1359,10 @@ class _Tracer:
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
-             outer: Optional[Transform] = None, passed: int = 0) -> None:
+             outer: Optional[Transform] = None, passed: int = 0, lead: int = 0) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say."""
-        statics = static_param_names(fn, t, opts, offset)
+        statics = static_param_names(fn, t, opts, offset, lead)
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         traced = set()
@@ -1368,6 +1376,8 @@ class _Tracer:
             if _is_literal(p.default) and not (p.index is not None and p.index - offset < passed):
                 continue  # a flag with a Python default: a constant unless a caller passes it
             traced.add(p.name)
+        if lead and offset and fn.is_method:
+            traced.add(fn.params[0].name)  # `jax.jit(model.apply)`: the variables, hence the module's, are traced
         if fn.target is None or (fn.target.transform == "helper" and site_fn is None):
             static_nums = tuple(p.index - offset for p in positional
                                 if statics is not None and p.name in statics and p.index is not None and p.index >= offset)
@@ -1427,7 +1437,7 @@ class _Tracer:
             if qual in TREE_MAPS:
                 self.seed_call(call, fn, fn, fn.abstract, fn.cached)
                 continue
-            ref = m.resolve_callable(call.func, fn)
+            ref = m.resolve_callable(call.func, fn, call)
             args = _arg_infos(call, fn, values)
             if ref is None:
                 # Across files, follow only calls made by a function a transform traces directly
@@ -1436,10 +1446,21 @@ class _Tracer:
                 direct = fn.target is not None and fn.target.transform != "helper"
                 if direct and qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
                     m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
+                elif direct:  # `models.CNN().apply(variables, x)`: a method of a module class imported from elsewhere
+                    method = m.frameworks.imported_method(call, fn, values, args)
+                    if method is not None:
+                        m.external_calls[id(call)] = ExternalCall(method[0], method[1], fn.abstract, fn.cached,
+                                                                  fn.qualname)
                 continue
             if ref.fn is fn:
                 continue
+            receiver = ref.receiver is not None and values.traced(ref.receiver)
+            if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
+                receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
+                args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
             traced, pytrees = _map_args(ref.fn, ref.offset, args)
+            if receiver and ref.offset and ref.fn.is_method:
+                traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
             self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
 
     def seed_external(self, calls: list["ExternalCall"], origin: str) -> None:
@@ -1447,6 +1468,8 @@ class _Tracer:
         m = self.m
         for ext in calls:
             fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
+            if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
+                fn = m.frameworks.method_named(ext.qualname)
             if fn is None:
                 continue
             # Across files only arguments that are evidently arrays make parameters traced: objects
@@ -1541,8 +1564,12 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo]) -> tuple[s
     return traced, pytrees
 
 
-def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int) -> Optional[set[str]]:
-    """Names of parameters JAX treats as static under this transform; None when unknowable."""
+def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
+                       lead: int = 0) -> Optional[set[str]]:
+    """Names of parameters JAX treats as static under this transform; None when unknowable.
+
+    `lead` arguments of the transformed callable come before the function's own (linen's and haiku's
+    `apply` take variables first): argument indices count them, parameters do not receive them."""
     positional = [p for p in fn.params if p.index is not None]
     out: set[str] = set()
 
@@ -1552,6 +1579,7 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
             return False
         usable = positional[offset:]
         for n in nums:
+            n = n - lead if n >= lead else (n if n < 0 else len(usable))
             if -len(usable) <= n < len(usable):
                 out.add(usable[n].name)
         return True
@@ -1590,7 +1618,7 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
             if isinstance(axes, cst.Name) and axes.value == "None":
                 return None
             if isinstance(axes, (cst.Tuple, cst.List)):
-                usable = positional[offset:]
+                usable = [None] * lead + positional[offset:]
                 for i, el in enumerate(axes.elements):
                     if isinstance(el.value, cst.Name) and el.value.value == "None" and i < len(usable):
                         out.add(usable[i].name)
@@ -1791,7 +1819,9 @@ class Values:
                 return False  # an aux-data field of a registered pytree: a Python value
             if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
                 return self.traced(e.value)
-            return False  # an attribute of a traced Python object: usually configuration
+            # An attribute of a traced Python object is usually configuration, unless a model framework
+            # says it is an array leaf (`self.weight` of an equinox Module, `self.w.value` in nnx).
+            return self.m.frameworks.attribute_traced(self, e)
         if isinstance(e, cst.Subscript):
             if not self.is_pytree(e.value) and any(
                     isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString) for el in e.slice):

@@ -242,8 +242,8 @@ class GlobalMutation(Rule):
         if not self._leaks(values, where):
             return
         if self._is_self(root.value, fn):
-            if "flax_jit" in fn.transforms:
-                return  # Flax's jit propagates Module state updates out of the trace
+            if "flax_jit" in fn.transforms or where.model.frameworks.self_updates_propagate(fn):
+                return  # Flax's jit (and nnx's transforms) propagate Module state updates out of the trace
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where)
             return

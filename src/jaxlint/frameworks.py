@@ -1,0 +1,532 @@
+"""Model frameworks (equinox, flax nnx and linen, haiku): which class an instance belongs to, which method a
+call on it runs, and which of its attributes are array leaves rather than configuration.
+
+The tracer asks `callable_of` when a call does not name a def (`model(x)`, `self.encoder(x)`,
+`model.apply(variables, x, train=True)`, `net.apply(params, rng, x)`); the value oracle asks
+`attribute_traced` about `self.weight`, `self.w.value` or `self.features` of a traced instance. Everything
+is resolved within the module; when unsure the answer is "not known", and the model stays quiet.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from .jaxapi import (
+    ARRAY_ANNOTATIONS,
+    HAIKU_TRANSFORMS,
+    HAIKU_WITHOUT_RNG,
+    LINEN_CLASS_LIFTS,
+    MODULE_BASES,
+    MODULE_PACKAGES,
+    NNX_VARIABLES,
+    STAGING_MODULES,
+)
+
+if TYPE_CHECKING:
+    from .model import ArgInfo, CallableRef, ClassInfo, FunctionInfo, ModuleModel, Scope, Values
+
+# What an attribute of a module instance holds.
+ARRAY, VARIABLE, MODULE, MODULES, CONFIG = "array", "variable", "module", "modules", "config"
+_LEAVES = frozenset({ARRAY, VARIABLE, MODULE, MODULES})
+_SEQUENCES = frozenset({"list", "List", "tuple", "Tuple", "Sequence"})
+
+
+class Frameworks:
+    """Framework knowledge for one module model (answers are cached; the model is read only)."""
+
+    def __init__(self, model: "ModuleModel") -> None:
+        self.m = model
+        self._kind: dict[int, Optional[str]] = {}
+        self._fields: dict[int, dict[str, tuple[str, Optional["ClassInfo"]]]] = {}
+        self._callers: Optional[dict[int, list[tuple[cst.Call, "Scope", int]]]] = None
+        self._busy: set[int] = set()
+
+    # ---- classes ----------------------------------------------------------------------------
+
+    def kind(self, cls: "ClassInfo") -> Optional[str]:
+        """eqx, nnx, linen or haiku for a model module class of this file (through local bases), else None."""
+        key = id(cls)
+        if key not in self._kind:
+            self._kind[key] = None  # cycles
+            found = None
+            for base in cls.bases:
+                found = MODULE_BASES.get(base)
+                local = self.m.root.classes.get(base)
+                if found is None and local is not None and local is not cls:
+                    found = self.kind(local)
+                if found:
+                    break
+            self._kind[key] = found
+        return self._kind[key]
+
+    def method(self, cls: "ClassInfo", name: str, depth: int = 0) -> Optional["FunctionInfo"]:
+        """A method by name, looked up through the class's bases defined in this module."""
+        if name in cls.defs:
+            return cls.defs[name]
+        for base in cls.bases:
+            local = self.m.root.classes.get(base)
+            if local is not None and local is not cls and depth < 8:
+                found = self.method(local, name, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def module_class(self, expr: cst.BaseExpression, scope: "Scope") -> Optional["ClassInfo"]:
+        """The framework class an expression names: `MLP`, `nn.remat(Block)`, or a name bound to `nn.scan(Block, ...)`."""
+        if isinstance(expr, cst.Name):
+            cls = self.m.root.classes.get(expr.value)
+            if cls is not None and self.m.lookup_function(expr.value, scope) is None:
+                return cls if self.kind(cls) else None
+            values = self.m.root.assigned.get(expr.value, [])
+            if len(values) == 1 and isinstance(values[0], cst.Call):
+                return self.module_class(values[0], self.m.root)
+            return None
+        if isinstance(expr, cst.Call) and expr.args and self.m.resolve(expr.func, scope) in LINEN_CLASS_LIFTS:
+            return self.module_class(expr.args[0].value, scope)
+        return None
+
+    # ---- instances --------------------------------------------------------------------------
+
+    def instance_class(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional["ClassInfo"]:
+        """The framework class of the instance an expression holds, when this module says so unambiguously."""
+        if depth > 6:
+            return None
+        if isinstance(expr, cst.Call):
+            return self.module_class(expr.func, scope)
+        if isinstance(expr, cst.Attribute):
+            owner = self.instance_class(expr.value, scope, depth + 1)
+            if owner is None:
+                return None
+            kind, cls = self.field(owner, expr.attr.value)
+            return cls if kind == MODULE else None
+        if isinstance(expr, cst.Subscript):
+            owner_expr = expr.value
+            if isinstance(owner_expr, cst.Attribute):
+                owner = self.instance_class(owner_expr.value, scope, depth + 1)
+                if owner is not None:
+                    kind, cls = self.field(owner, owner_expr.attr.value)
+                    return cls if kind == MODULES else None
+            return None
+        if isinstance(expr, cst.Name):
+            return self._name_class(expr.value, scope, depth)
+        return None
+
+    def _name_class(self, name: str, scope: "Scope", depth: int) -> Optional["ClassInfo"]:
+        from .model import FunctionInfo
+
+        fn = scope.function_scope()
+        if fn is not None and fn.is_method and fn.cls is not None and fn.params and fn.params[0].name == name:
+            return fn.cls if self.kind(fn.cls) else None
+        owner = self.m.owner_of(name, scope)
+        if owner is None:
+            return None
+        if isinstance(owner, FunctionInfo):
+            p = owner.param(name)
+            if p is not None:
+                return self._param_class(owner, p.name, depth)
+            found: list[Optional[ClassInfo]] = []
+            for target, value, how in owner.events:
+                if not (isinstance(target, cst.Name) and target.value == name):
+                    continue
+                if how == "for" and value is not None:
+                    found.append(self._element_class(value, owner, depth))
+                elif how == "=" and value is not None:
+                    found.append(self.instance_class(value, owner, depth + 1))
+                else:
+                    return None
+            return _agree(found)
+        if owner is self.m.root:
+            return _agree([self.instance_class(v, owner, depth + 1) if v is not None else None
+                           for v in owner.assigned.get(name, [])])
+        return None
+
+    def _element_class(self, it: cst.BaseExpression, scope: "Scope", depth: int) -> Optional["ClassInfo"]:
+        """The class of the modules a `for` loop runs over (`for layer in self.layers`)."""
+        if isinstance(it, cst.Attribute):
+            owner = self.instance_class(it.value, scope, depth + 1)
+            if owner is not None:
+                kind, cls = self.field(owner, it.attr.value)
+                return cls if kind == MODULES else None
+        return None
+
+    def _param_class(self, fn: "FunctionInfo", name: str, depth: int) -> Optional["ClassInfo"]:
+        p = fn.param(name)
+        assert p is not None
+        if p.annotation is not None:
+            cls = self.m.root.classes.get(p.annotation)
+            return cls if cls is not None and self.kind(cls) else None
+        if id(fn) in self._busy or depth > 4:
+            return None
+        self._busy.add(id(fn))
+        try:
+            found = []
+            for call, scope, lead in self.callers().get(id(fn), []):
+                arg = _argument_for(call, fn, name, lead)
+                if arg is not None:
+                    found.append(self.instance_class(arg, scope, depth + 1))
+            known = [c for c in found if c is not None]
+            return known[0] if known and all(c is known[0] for c in known) else None
+        finally:
+            self._busy.discard(id(fn))
+
+    def callers(self) -> dict[int, list[tuple[cst.Call, "Scope", int]]]:
+        """Calls of each function of the module: `f(model)`, `jax.jit(f)(model)`, `step(model)` after
+        `step = nnx.jit(f)` (a function that is handed straight to a transform and called)."""
+        if self._callers is None:
+            out: dict[int, list[tuple[cst.Call, "Scope", int]]] = {}
+            for call, scope, _loop in self.m.all_calls:
+                fn = self._called_def(call.func, scope)
+                if fn is not None:
+                    out.setdefault(id(fn), []).append((call, scope, 0))
+            self._callers = out
+        return self._callers
+
+    def _called_def(self, func: cst.BaseExpression, scope: "Scope") -> Optional["FunctionInfo"]:
+        if isinstance(func, cst.Name):
+            fn = self.m.lookup_function(func.value, scope)
+            if fn is not None:
+                return fn
+            owner = self.m.owner_of(func.value, scope)
+            values = owner.assigned.get(func.value, []) if owner is not None else []
+            if len(values) == 1 and isinstance(values[0], cst.Call):
+                return self._called_def(values[0], owner)
+            return None
+        if isinstance(func, cst.Call) and func.args and self.m.transform_of(func.func, scope) is not None:
+            inner = func.args[0].value
+            return self.m.lookup_function(inner.value, scope) if isinstance(inner, cst.Name) else None
+        return None
+
+    # ---- attributes -------------------------------------------------------------------------
+
+    def field(self, cls: "ClassInfo", attr: str) -> tuple[Optional[str], Optional["ClassInfo"]]:
+        """What `instance.attr` holds: (ARRAY | VARIABLE | MODULE | MODULES | CONFIG, the module class if local)."""
+        fields = self._fields.get(id(cls))
+        if fields is None:
+            fields = self._fields[id(cls)] = {}
+            self._collect(cls, fields, 0)
+        return fields.get(attr, (None, None))
+
+    def _collect(self, cls: "ClassInfo", fields: dict, depth: int) -> None:
+        for base in cls.bases:  # inherited fields first, so the subclass's own win
+            local = self.m.root.classes.get(base)
+            if local is not None and local is not cls and depth < 8:
+                self._collect(local, fields, depth + 1)
+        kind = self.kind(cls)
+        declared: dict[str, set] = {}  # class-level annotations (eqx fields, linen attributes) win
+        seen: dict[str, set] = {}
+        body = cls.node.body.body if isinstance(cls.node, cst.ClassDef) and isinstance(cls.node.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    declared.setdefault(small.target.value, set()).add(self._annotated(small, cls, kind))
+                elif isinstance(small, cst.Assign) and kind == "linen":
+                    for t in small.targets:
+                        if isinstance(t.target, cst.Name):
+                            seen.setdefault(t.target.value, set()).add(self._value_kind(small.value, cls, None))
+        for init in ("__init__", "setup"):
+            fn = cls.defs.get(init)
+            if fn is None or not fn.params:
+                continue
+            me = fn.params[0].name
+            for target, value, how in fn.events:
+                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                        and target.value.value == me and value is not None and how == "=":
+                    seen.setdefault(target.attr.value, set()).add(self._value_kind(value, fn, fn))
+        for table in (seen, declared):
+            for name, kinds in table.items():
+                fields[name] = kinds.pop() if len(kinds) == 1 else (None, None)
+
+    def _annotated(self, node: cst.AnnAssign, cls: "ClassInfo", kind: Optional[str]) -> tuple[Optional[str], Optional["ClassInfo"]]:
+        from .model import annotation_name
+
+        if isinstance(node.value, cst.Call) and self.m.resolve(node.value.func, cls) in ("equinox.field", "equinox.static_field"):
+            if any(a.keyword is not None and a.keyword.value == "static" for a in node.value.args):
+                return (CONFIG, None)
+        ann = node.annotation.annotation
+        if isinstance(ann, cst.Subscript) and (dotted_head(ann.value) or "") in _SEQUENCES:
+            inner = ann.slice[0].slice if ann.slice else None
+            if isinstance(inner, cst.Index):
+                sub = self.module_class(inner.value, cls)
+                return (MODULES, sub) if sub is not None else (CONFIG, None)
+        head = annotation_name(node.annotation)
+        if head in ARRAY_ANNOTATIONS:
+            return (ARRAY, None)
+        sub = self.module_class(ann, cls) if isinstance(ann, cst.Name) else None
+        if sub is not None:
+            return (MODULE, sub)
+        qual = self.m.resolve(ann, cls) if isinstance(ann, (cst.Name, cst.Attribute)) else None
+        if qual is not None and _library_module(qual):
+            return (MODULE, None)
+        return (CONFIG, None)
+
+    def _value_kind(self, value: cst.BaseExpression, scope: "Scope", init: Optional["FunctionInfo"]
+                    ) -> tuple[Optional[str], Optional["ClassInfo"]]:
+        if isinstance(value, (cst.List, cst.Tuple)):
+            elems = [self._value_kind(e.value, scope, init) for e in value.elements]
+            classes = {c for k, c in elems}
+            if elems and all(k == MODULE for k, _ in elems):
+                return (MODULES, classes.pop() if len(classes) == 1 else None)
+            return (CONFIG, None) if all(k == CONFIG for k, _ in elems) else (None, None)
+        if isinstance(value, cst.ListComp):
+            k, c = self._value_kind(value.elt, scope, init)
+            return (MODULES, c) if k == MODULE else (None, None) if k != CONFIG else (CONFIG, None)
+        if isinstance(value, cst.Call):
+            cls = self.module_class(value.func, scope)
+            if cls is not None:
+                return (MODULE, cls)
+            qual = self.m.resolve(value.func, scope)
+            if isinstance(value.func, cst.Name) and self._local_variable(value.func.value):
+                return (VARIABLE, None)
+            if qual is not None:
+                if qual in NNX_VARIABLES:
+                    return (VARIABLE, None)
+                if qual in ("flax.nnx.List", "flax.nnx.Sequential", "flax.linen.Sequential") and value.args:
+                    return self._value_kind(value.args[0].value, scope, init) if qual.endswith("List") else (MODULE, None)
+                if _library_module(qual):
+                    return (MODULE, None)
+                if qual.startswith(STAGING_MODULES) or qual in ("haiku.get_parameter", "haiku.get_state"):
+                    return (ARRAY, None)
+            if init is not None and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name) \
+                    and value.func.value.value == init.params[0].name:
+                if value.func.attr.value == "param":
+                    return (ARRAY, None)
+                if value.func.attr.value == "variable":
+                    return (VARIABLE, None)
+            return (None, None)
+        if isinstance(value, cst.Name) and init is not None:
+            p = init.param(value.value)
+            if p is not None:
+                if p.annotation in ARRAY_ANNOTATIONS:
+                    return (ARRAY, None)
+                sub = self.m.root.classes.get(p.annotation or "")
+                if sub is not None and self.kind(sub):
+                    return (MODULE, sub)
+                return (CONFIG, None) if p.annotation not in (None, "Any") else (None, None)
+        if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)) or (
+                isinstance(value, cst.Name) and value.value in ("True", "False", "None")):
+            return (CONFIG, None)
+        return (None, None)
+
+    def _local_variable(self, name: str) -> bool:
+        """A Variable subclass of this module (`class Count(nnx.Variable)`)."""
+        cls = self.m.root.classes.get(name)
+        return cls is not None and any(b in NNX_VARIABLES for b in cls.bases)
+
+    def is_variable(self, expr: cst.BaseExpression, values: "Values") -> bool:
+        """An nnx Variable (`self.w`) or a linen `self.variable(...)`: its `.value` is an array."""
+        if isinstance(expr, cst.Attribute):
+            owner = self.instance_class(expr.value, values.fn)
+            return owner is not None and self.field(owner, expr.attr.value)[0] == VARIABLE
+        if isinstance(expr, cst.Call):
+            qual = self.m.resolve(expr.func, values.fn)
+            if qual in NNX_VARIABLES:
+                return True
+            f = expr.func
+            return isinstance(f, cst.Attribute) and f.attr.value == "variable" and \
+                self.instance_class(f.value, values.fn) is not None
+        if isinstance(expr, cst.Name) and expr.value in values.fn.local_names and values.fn.param(expr.value) is None:
+            bound = [v for t, v, how in values.fn.events if isinstance(t, cst.Name) and t.value == expr.value]
+            return bool(bound) and all(v is not None and isinstance(v, (cst.Call, cst.Attribute))
+                                       and self.is_variable(v, values) for v in bound)
+        return False
+
+    def attribute_traced(self, values: "Values", e: cst.Attribute) -> bool:
+        """`self.weight` of a traced eqx module, `self.w.value` of a traced nnx module: array leaves are traced;
+        `self.features`, static fields and other configuration are not."""
+        base = e.value
+        if not values.traced(base):
+            return False
+        if e.attr.value in ("value", "raw_value"):
+            return self.is_variable(base, values)
+        cls = self.instance_class(base, values.fn)
+        if cls is None:
+            return False
+        return self.field(cls, e.attr.value)[0] in _LEAVES
+
+    # ---- calls ------------------------------------------------------------------------------
+
+    def callable_of(self, expr: cst.BaseExpression, scope: "Scope", call: Optional[cst.Call]) -> Optional["CallableRef"]:
+        """The method (or haiku function) a call of `expr` runs, with how its arguments map."""
+        from .model import CallableRef
+
+        cls = self.instance_class(expr, scope)  # `model`, `self.encoder`, `self.layers[0]`, `Block(...)`
+        if cls is not None:
+            fn = self.method(cls, "__call__")
+            if fn is None or not fn.is_method:
+                return None
+            receiver = expr
+            outer = scope.function_scope()
+            if isinstance(expr, cst.Call) and self.kind(cls) == "linen" and outer is not None and outer.is_method \
+                    and outer.cls is not None and self.kind(outer.cls) == "linen":
+                # `Block(...)(x)` inside a linen method: the child's variables are part of the parent's.
+                receiver = cst.Name(outer.params[0].name)
+            return CallableRef(fn, 1, receiver=receiver)
+        if isinstance(expr, cst.Attribute):
+            meth = expr.attr.value
+            if meth in ("apply", "init"):
+                haiku = self._haiku_function(expr.value, scope)
+                if haiku is not None:
+                    fn, lead = haiku
+                    if meth == "init":
+                        lead = 1
+                    return CallableRef(fn, 0, lead=lead)
+            cls = self.instance_class(expr.value, scope)
+            if cls is None:
+                return None
+            if meth in ("apply", "init") and self.kind(cls) == "linen" and self.method(cls, meth) is None:
+                name = "__call__"
+                chosen = _keyword(call, "method") if call is not None else None
+                if chosen is not None:
+                    name = _method_name(chosen) or ""
+                fn = self.method(cls, name)
+                return CallableRef(fn, 1, lead=1) if fn is not None and fn.is_method else None
+            fn = self.method(cls, meth)
+            if fn is None or not fn.is_method:
+                return None
+            return CallableRef(fn, 1, receiver=expr.value)
+        return None
+
+    def _haiku_function(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional[tuple["FunctionInfo", int]]:
+        """`hk.transform(f)` (or a name bound to it, or `@hk.transform def f`): f and the number of leading
+        `.apply` arguments (params, [state,] rng) f does not receive."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Call) and expr.args:
+            qual = self.m.resolve(expr.func, scope)
+            if qual == HAIKU_WITHOUT_RNG:
+                inner = self._haiku_function(expr.args[0].value, scope, depth + 1)
+                return (inner[0], inner[1] - 1) if inner is not None else None
+            if qual in HAIKU_TRANSFORMS:
+                ref = self.m.resolve_callable(expr.args[0].value, scope)
+                return (ref.fn, HAIKU_TRANSFORMS[qual]) if ref is not None and ref.offset == 0 else None
+            return None
+        if isinstance(expr, cst.Name):
+            fn = self.m.lookup_function(expr.value, scope)
+            if fn is not None:
+                for d in fn.decorators:
+                    qual = self.m.resolve(d.decorator, fn.parent or self.m.root)
+                    if qual in HAIKU_TRANSFORMS:
+                        return fn, HAIKU_TRANSFORMS[qual]
+                return None
+            owner = self.m.owner_of(expr.value, scope)
+            bound = owner.assigned.get(expr.value, []) if owner is not None else []
+            if len(bound) == 1 and bound[0] is not None:
+                return self._haiku_function(bound[0], owner, depth + 1)
+        return None
+
+    # ---- across files -----------------------------------------------------------------------
+
+    def imported_method(self, call: cst.Call, fn: "FunctionInfo", values: "Values", args: list["ArgInfo"]
+                        ) -> Optional[tuple[str, tuple["ArgInfo", ...]]]:
+        """`models.CNN().apply(variables, x)`, `model(x)` with `model = models.CNN()`: the imported class's
+        method (`models.CNN.__call__`) and its arguments with `self` first (traced when the variables, or the
+        instance, are). The callee's module decides whether the class is a model module at all."""
+        from .model import ArgInfo
+
+        func = call.func
+        cls, meth, receiver, lead = None, "__call__", func, 0
+        if isinstance(func, cst.Attribute):
+            cls, meth, receiver = self._imported_class(func.value, fn), func.attr.value, func.value
+            if meth in ("apply", "init"):
+                chosen = _keyword(call, "method")
+                meth, lead = (_method_name(chosen) if chosen is not None else "__call__"), 1
+        if cls is None:  # `model(x)`, `models.CNN(config)(x)`
+            cls, meth, receiver, lead = self._imported_class(func, fn), "__call__", func, 0
+        if cls is None or meth is None:
+            return None
+        if lead:
+            head = args[:lead]
+            if len(head) < lead or any(a.star or a.keyword for a in head):
+                return None
+            self_traced = any(a.traced for a in head)
+            rest = args[lead:]
+        else:
+            self_traced = values.traced(receiver)
+            rest = args
+        if not any(a.traced for a in rest) and not self_traced:
+            return None
+        # The module's own leaves, and its traced inputs: across files only evident arrays make parameters
+        # traced, and the inputs a traced step hands a model are its arrays (flags stay literal or static).
+        me = ArgInfo("", None, self_traced, False, self_traced)
+        return f"{cls}.{meth}", (me, *(dataclasses.replace(a, array=a.traced) for a in rest))
+
+    def _imported_class(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional[str]:
+        """The qualified name of an imported, capitalised class an expression is an instance of."""
+        if isinstance(expr, cst.Call):
+            qual = self.m.resolve(expr.func, scope)
+            if qual is None or qual.startswith(("builtins.", "jax.", "flax.", "equinox.", "haiku.", "optax.", "numpy.")):
+                return None
+            return qual if "." in qual and qual.rsplit(".", 1)[-1][:1].isupper() else None
+        if isinstance(expr, cst.Name) and depth < 3:
+            owner = self.m.owner_of(expr.value, scope)
+            bound = owner.assigned.get(expr.value, []) if owner is not None else []
+            if len(bound) == 1 and bound[0] is not None:
+                return self._imported_class(bound[0], owner, depth + 1)
+        return None
+
+    def method_named(self, qualname: str) -> Optional["FunctionInfo"]:
+        """`CNN.__call__` of a model module class of this module (a call from another file)."""
+        cls_name, _, meth = qualname.rpartition(".")
+        cls = self.m.root.classes.get(cls_name)
+        if cls is None or not self.kind(cls):
+            return None
+        fn = self.method(cls, meth)
+        return fn if fn is not None and fn.is_method else None
+
+    def self_updates_propagate(self, fn: "FunctionInfo") -> bool:
+        """In an nnx Module's methods, Variable updates on `self` are the framework's state mechanism."""
+        return fn.cls is not None and self.kind(fn.cls) == "nnx"
+
+
+def dotted_head(expr: cst.BaseExpression) -> Optional[str]:
+    from .model import dotted
+
+    name = dotted(expr)
+    return name.split(".")[-1] if name else None
+
+
+def _library_module(qual: str) -> bool:
+    """`flax.linen.Dense`, `equinox.nn.Linear`, `haiku.Linear`: a capitalised class of a model library."""
+    last = qual.rsplit(".", 1)[-1]
+    return qual.startswith(MODULE_PACKAGES) and last[:1].isupper() and qual not in NNX_VARIABLES
+
+
+def _agree(found: list) -> Optional["ClassInfo"]:
+    return found[0] if found and found[0] is not None and all(c is found[0] for c in found) else None
+
+
+def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def _method_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`method=Model.encode`, `method="encode"` or `method=model.encode` -> encode."""
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+def _argument_for(call: cst.Call, fn: "FunctionInfo", name: str, lead: int) -> Optional[cst.BaseExpression]:
+    """The argument a call passes for parameter `name` of `fn` (plain positional and keyword arguments only)."""
+    positional = [p.name for p in fn.params if p.index is not None]
+    i = 0
+    for a in call.args:
+        if a.star:
+            return None
+        if a.keyword is not None:
+            if a.keyword.value == name:
+                return a.value
+            continue
+        if i >= lead and i - lead < len(positional) and positional[i - lead] == name:
+            return a.value
+        i += 1
+    return None
