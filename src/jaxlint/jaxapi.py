@@ -185,6 +185,12 @@ CONTAINER_ANNOTATIONS = frozenset(
 # Annotations that name a Python scalar or other non-array: static under equinox's filter transforms.
 NON_ARRAY_ANNOTATIONS = frozenset({"int", "bool", "str", "float", "complex", "Callable", "None"})
 
+# jax.numpy functions that return a Python list of arrays (item assignment on it is fine).
+LIST_RETURNING = frozenset({
+    f"jax.numpy.{n}" for n in ("split", "array_split", "hsplit", "vsplit", "dsplit", "meshgrid", "broadcast_arrays",
+                                "atleast_1d", "atleast_2d", "atleast_3d")
+})
+
 # Annotations that name an array.
 ARRAY_ANNOTATIONS = frozenset({"Array", "ndarray", "ArrayLike", "ShapeDtypeStruct", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Key", "UInt", "Complex", "Inexact", "Integer", "PRNGKeyArray"})
 

@@ -246,6 +246,7 @@ _BOOL_FUNCS = frozenset({
     "isnan", "isinf", "isfinite", "isposinf", "isneginf", "logical_and", "logical_or", "logical_not", "logical_xor",
     "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "isclose", "signbit", "isin",
 })
+_NUMPY_ARRAY_TYPES = frozenset({"np.ndarray", "numpy.ndarray", "onp.ndarray", "np.generic", "numpy.generic"})
 _PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
 _STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
 _SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
@@ -642,24 +643,45 @@ class _Builder:
 
     # ---- definitions ------------------------------------------------------------------------
 
-    def _params(self, params: cst.Parameters) -> list[Param]:
+    def _params(self, params: cst.Parameters, scope: Scope) -> list[Param]:
         out: list[Param] = []
         idx = 0
         for p in list(params.posonly_params) + list(params.params):
-            out.append(Param(p.name.value, idx, annotation_name(p.annotation), p.default is not None, p.default))
+            out.append(Param(p.name.value, idx, self._annotation(p.annotation, scope), p.default is not None, p.default))
             idx += 1
         if isinstance(params.star_arg, cst.Param):
             out.append(Param(params.star_arg.name.value, None, None, False, None, "*"))
         for p in params.kwonly_params:
-            out.append(Param(p.name.value, None, annotation_name(p.annotation), p.default is not None, p.default))
+            out.append(Param(p.name.value, None, self._annotation(p.annotation, scope), p.default is not None, p.default))
         if params.star_kwarg is not None:
             out.append(Param(params.star_kwarg.name.value, None, None, False, None, "**"))
         return out
 
+    def _annotation(self, ann: Optional[cst.Annotation], scope: Scope) -> Optional[str]:
+        """The annotation's head name; NumPy's (`np.ndarray`, `npt.NDArray`) keep their module, since
+        a NumPy array is mutable and concrete, unlike `jnp.ndarray`."""
+        name = annotation_name(ann)
+        if ann is None or name is None:
+            return name
+        expr = ann.annotation
+        while isinstance(expr, (cst.Subscript, cst.BinaryOperation)):
+            if isinstance(expr, cst.BinaryOperation):
+                expr = expr.left
+            else:
+                head = dotted(expr.value) or ""
+                if head.split(".")[-1] == "Optional" and expr.slice and isinstance(expr.slice[0].slice, cst.Index):
+                    expr = expr.slice[0].slice.value
+                else:
+                    expr = expr.value
+        qual = self.m.resolve(expr, scope) if dotted(expr) else None
+        if qual is not None and qual.startswith("numpy."):
+            return f"numpy.{name}"
+        return name
+
     def _new_function(self, node: FuncNode, name: str, scope: Scope, loop: Optional[LoopInfo]) -> FunctionInfo:
         qual = name if scope is self.m.root else f"{scope.qualname}.{name}"
         fn = FunctionInfo("function", name, qual, scope, node)
-        fn.params = self._params(node.params)
+        fn.params = self._params(node.params, scope)
         fn.loop_at_def = loop
         fn.order = self.counter
         if isinstance(scope, ClassInfo) and isinstance(node, cst.FunctionDef):
@@ -1070,12 +1092,17 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     """Names that a true `e` proves to be Python scalars: `isinstance(n, int)` (and conjunctions)."""
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
         return _scalar_guard_names(e.left) | _scalar_guard_names(e.right)
-    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
-            and isinstance(e.args[0].value, cst.Name):
+    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2:
         kinds = e.args[1].value
         names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if all(dotted(n) in _PY_SCALARS for n in names):
-            return frozenset({e.args[0].value.value})
+        subject = e.args[0].value
+        if isinstance(subject, cst.Name) and all(dotted(n) in _PY_SCALARS for n in names):
+            return frozenset({subject.value})
+        # `isinstance(x[0], np.ndarray)` is false for a tracer: the branch never runs under a trace.
+        while isinstance(subject, (cst.Subscript, cst.Attribute)):
+            subject = subject.value
+        if isinstance(subject, cst.Name) and all(dotted(n) in _NUMPY_ARRAY_TYPES for n in names):
+            return frozenset({subject.value})
     return frozenset()
 
 
@@ -1722,6 +1749,14 @@ class Values:
             elif isinstance(f, cst.Name) and f.value == "len" and len(call.args) == 1 \
                     and isinstance(call.args[0].value, cst.Name):
                 containers.add(call.args[0].value.value)
+        for target, value, how in fn.events:  # `for i, g in enumerate(grads):` — grads is a sequence
+            if how == "for" and value is not None:
+                it = value
+                if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("enumerate", "zip") \
+                        and it.args:
+                    it = it.args[0].value
+                if isinstance(it, cst.Name):
+                    containers.add(it.value)
         fn.container_names = containers
         for _ in range(20):
             before = len(names)

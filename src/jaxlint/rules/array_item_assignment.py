@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import ARRAY_ANNOTATIONS, STAGING_MODULES
+from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
 from ..model import FunctionInfo, Scope
 from ..edits import Edit, at_update
 from ..findings import Fix
@@ -100,7 +100,7 @@ class ArrayItemAssignment(Rule):
         if isinstance(value, cst.Call):
             q = where.model.resolve(value.func, owner)
             if q is not None and q.startswith(STAGING_MODULES):
-                return True
+                return q not in LIST_RETURNING
             func = value.func
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Subscript) \
                     and isinstance(func.value.value, cst.Attribute) and func.value.value.attr.value == "at":
