@@ -179,11 +179,12 @@ ARRAY_ATTRS = frozenset({"T", "mT", "H", "real", "imag", "at"})
 
 # Annotations that name a container: truthiness of such a value is static even when its leaves are traced.
 CONTAINER_ANNOTATIONS = frozenset(
-    {"dict", "list", "tuple", "Dict", "List", "Tuple", "Mapping", "Sequence", "MutableMapping", "FrozenDict"}
+    {"dict", "list", "tuple", "Dict", "List", "Tuple", "Mapping", "Sequence", "MutableMapping", "FrozenDict",
+     "ScalarSequence"}
 )
 
 # Annotations that name a Python scalar or other non-array: static under equinox's filter transforms.
-NON_ARRAY_ANNOTATIONS = frozenset({"int", "bool", "str", "float", "complex", "Callable", "None"})
+NON_ARRAY_ANNOTATIONS = frozenset({"int", "bool", "str", "float", "complex", "Callable", "None", "ScalarSequence"})
 
 # jax.numpy functions that return a Python list of arrays (item assignment on it is fine).
 LIST_RETURNING = frozenset({

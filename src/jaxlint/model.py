@@ -664,6 +664,8 @@ class _Builder:
         if ann is None or name is None:
             return name
         expr = ann.annotation
+        if name in CONTAINER_ANNOTATIONS and _scalar_items(expr):
+            return "ScalarSequence"  # `tuple[str, ...]`: no array inside, static under equinox's filters
         while isinstance(expr, (cst.Subscript, cst.BinaryOperation)):
             if isinstance(expr, cst.BinaryOperation):
                 expr = expr.left
@@ -1104,6 +1106,21 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
         if isinstance(subject, cst.Name) and all(dotted(n) in _NUMPY_ARRAY_TYPES for n in names):
             return frozenset({subject.value})
     return frozenset()
+
+
+def _scalar_items(expr: cst.BaseExpression) -> bool:
+    """`tuple[str, ...]`, `Sequence[int] | None`: a container annotation whose items are Python scalars."""
+    if isinstance(expr, cst.BinaryOperation):
+        return _scalar_items(expr.left) and _is_const(expr.right, "None")
+    if not isinstance(expr, cst.Subscript):
+        return False
+    for el in expr.slice:
+        item = el.slice.value if isinstance(el.slice, cst.Index) else None
+        if isinstance(item, cst.Ellipsis):
+            continue
+        if item is None or dotted(item) not in ("str", "int", "float", "bool"):
+            return False
+    return True
 
 
 def _int_leaf(expr: cst.BaseExpression) -> Optional[int]:
@@ -1852,6 +1869,8 @@ class Values:
                 return False
             if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
                 return False  # an aux-data field of a registered pytree: a Python value
+            if e.attr.value not in ARRAY_ATTRS and self.m.frameworks.instance_class(e.value, self.fn) is not None:
+                return self.m.frameworks.attribute_traced(self, e)  # a model module: its fields say
             if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
                 return self.traced(e.value)
             # An attribute of a traced Python object is usually configuration, unless a model framework
@@ -1900,6 +1919,8 @@ class Values:
             return self.traced(e.value)
         if isinstance(e, cst.Await):
             return self.traced(e.expression)
+        if isinstance(e, cst.FormattedString):  # the text of a tracer: it shows the tracer, not a value
+            return any(isinstance(p, cst.FormattedStringExpression) and self.traced(p.expression) for p in e.parts)
         return False
 
     def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:

@@ -59,6 +59,13 @@ class PrintInTrace(Rule):
         fn = where.traced
         if fn is None or where.resolve(node.func) != "builtins.print":
             return
+        args = [a.value for a in node.args if a.keyword is None]
+        if not any(where.is_traced(a) for a in args):
+            # Nothing traced is printed: without a cache it prints on every call as Python would;
+            # under jit, a message built from static facts (shapes, configuration) is deliberate
+            # trace-time logging. Only a bare literal message under jit misleads about when it runs.
+            if not fn.cached or any(not _is_text(a) for a in args):
+                return
         if fn.cached:
             what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
         else:
@@ -71,3 +78,14 @@ class PrintInTrace(Rule):
             fix = Fix(f"Replace `print` with `{jax_name}.debug.print`", "safe" if safe else "unsafe")
             edit = Edit(node, lambda _old, new=new: new, None if where.model.local_name_for("jax") else "jax")
         self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where, fix=fix, edit=edit)
+
+
+def _is_text(expr: cst.BaseExpression) -> bool:
+    """A literal message: a string (an f-string without placeholders counts), a number."""
+    if isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.ConcatenatedString):
+        return _is_text(expr.left) and _is_text(expr.right)
+    if isinstance(expr, cst.FormattedString):
+        return not any(isinstance(p, cst.FormattedStringExpression) for p in expr.parts)
+    return False
