@@ -190,6 +190,8 @@ class FunctionInfo(Scope):
     pytree_names: set[str] = field(default_factory=set)
     traced_names: set[str] = field(default_factory=set)
     container_names: set[str] = field(default_factory=set)
+    dict_names: set[str] = field(default_factory=set)  # names holding dicts: iterating them gives keys
+    key_subscripts: set[tuple[str, str]] = field(default_factory=set)  # (d, k) for each `d[k]` in the body
     target: Optional[TraceTarget] = None
 
     @property
@@ -251,6 +253,9 @@ _PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "lis
 _STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
 _SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
+_STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "isdigit",
+                          "isalpha", "isidentifier", "casefold", "removeprefix", "removesuffix"})
+_DICT_ANNOTATIONS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "FrozenDict"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
@@ -935,6 +940,13 @@ class _Builder:
                 self.m.nested_boolops.add(id(side))
             self.walk(side, scope, loop)
 
+    def on_subscript(self, node: cst.Subscript, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if isinstance(node.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and isinstance(node.slice[0].slice.value, cst.Name) and isinstance(scope, FunctionInfo):
+            scope.key_subscripts.add((node.value.value, node.slice[0].slice.value.value))
+        for child in iter_children(node):
+            self.walk(child, scope, loop)
+
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
@@ -970,6 +982,7 @@ _HANDLERS = {
     cst.IfExp: _Builder.on_ifexp,
     cst.Assert: _Builder.on_assert,
     cst.Call: _Builder.on_call,
+    cst.Subscript: _Builder.on_subscript,
     cst.BooleanOperation: _Builder.on_booleanoperation,
 }
 
@@ -1759,10 +1772,15 @@ class Values:
         trees = set(fn.pytree_params)
         fn.pytree_names = trees
         containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS}
+        dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS}
+        for target, value, how in fn.events:
+            if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
+                dicts.add(target.value)
         for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
             if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
                 containers.add(f.value.value)
+                dicts.add(f.value.value)
             elif isinstance(f, cst.Name) and f.value == "len" and len(call.args) == 1 \
                     and isinstance(call.args[0].value, cst.Name):
                 containers.add(call.args[0].value.value)
@@ -1775,6 +1793,7 @@ class Values:
                 if isinstance(it, cst.Name):
                     containers.add(it.value)
         fn.container_names = containers
+        fn.dict_names = dicts
         for _ in range(20):
             before = len(names)
             before_trees = len(trees)
@@ -1785,6 +1804,9 @@ class Values:
                     for n in _target_names(target):
                         trees.add(n)
                 if how == "for":
+                    if isinstance(target, cst.Name) and isinstance(value, cst.Name) \
+                            and (value.value, target.value) in fn.key_subscripts:
+                        continue  # `for k in d: ... d[k]`: iterating a mapping gives its keys
                     self._bind(target, self._elements(value), names)
                 elif how == "aug":
                     if isinstance(target, cst.Name) and self.traced(value):
@@ -1821,6 +1843,8 @@ class Values:
                     return self.traced(it.func.value)
         if isinstance(it, (cst.Tuple, cst.List)):
             return any(self.traced(e.value) for e in it.elements)
+        if isinstance(it, cst.Name) and it.value in self.fn.dict_names and it.value in self._locals:
+            return False  # iterating a dict gives its keys: Python values even when the leaves are traced
         return self.traced(it)
 
     def _bind(self, target: cst.BaseExpression, value: Union[bool, list], names: set[str]) -> None:
@@ -2071,8 +2095,8 @@ class Values:
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
             return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
         if isinstance(func, cst.Attribute):
-            if func.attr.value in ("keys", "__len__"):
-                return False
+            if func.attr.value in ("keys", "__len__") or func.attr.value in _STR_METHODS:
+                return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         if qual == "builtins.map" and len(e.args) > 1:

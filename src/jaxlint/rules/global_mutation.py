@@ -244,6 +244,10 @@ class GlobalMutation(Rule):
         if self._is_self(root.value, fn):
             if "flax_jit" in fn.transforms or where.model.frameworks.self_updates_propagate(fn):
                 return  # Flax's jit (and nnx's transforms) propagate Module state updates out of the trace
+            if fn.cls is not None and where.model.frameworks.kind(fn.cls) is not None:
+                # A haiku/linen module instance lives inside the transformed function (linen and
+                # equinox modules refuse the write outright): its attributes do not outlive the trace.
+                return
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where)
             return
