@@ -183,6 +183,8 @@ class FunctionInfo(Scope):
     traced_params: set[str] = field(default_factory=set)
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
     declared_static: set[str] = field(default_factory=set)
+    # Parameters every traced call site gives a value other than None (None until a site is seen).
+    passed: Optional[set[str]] = None
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
     # value passed straight on): their attributes are leaves, hence traced. Other traced objects may
     # be mixed Python objects whose attributes are configuration.
@@ -280,6 +282,7 @@ class ModuleModel:
         self.all_calls: list[tuple[cst.Call, Scope, Optional[LoopInfo]]] = []
         self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
+        self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.summaries_final = False
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
@@ -507,10 +510,12 @@ class ModuleModel:
 
     # ---- questions rules ask ----------------------------------------------------------------
 
-    def traced_function(self, scope: Scope) -> Optional[FunctionInfo]:
-        """The innermost function around a node, if JAX traces it."""
+    def traced_function(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional[FunctionInfo]:
+        """The innermost function around a node, if JAX traces it (and the node's branch can run traced)."""
         fn = scope.function_scope()
-        return fn if fn is not None and fn.traced else None
+        if fn is None or not fn.traced or _dead(fn, guards):
+            return None
+        return fn
 
     def is_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
         values = self.values(scope, guards)
@@ -536,6 +541,8 @@ class ModuleModel:
         """The traced-value oracle of the traced function around `scope`, or None outside traced code."""
         fn = scope.function_scope()
         if fn is None or not fn.traced:
+            return None
+        if _dead(fn, guards):
             return None
         values = Values(self, fn)
         values._static_override = set(guards)
@@ -917,7 +924,7 @@ class _Builder:
         self._mark_test(node.test)
         self.walk(node.test, scope, loop)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test)
+        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test)
         self.walk(node.body, scope, loop)
         self.guards = saved
         if node.orelse is not None:
@@ -950,6 +957,10 @@ class _Builder:
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
+            self.m.applied_parent[id(node.func)] = node
+        elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call) \
+                and node.func.attr.value in ("lower", "trace", "eval_shape"):
+            self.m.applied_parent[id(node.func.value)] = node  # jax.jit(f).lower(args): f receives args
         if isinstance(scope, FunctionInfo):
             scope.calls.append(node)
         self.m.all_calls.append((node, scope, loop))
@@ -1134,6 +1145,14 @@ def _scalar_items(expr: cst.BaseExpression) -> bool:
         if item is None or dotted(item) not in ("str", "int", "float", "bool"):
             return False
     return True
+
+
+def _none_tests(e: cst.BaseExpression) -> frozenset[str]:
+    """`if x is None:` → {"none:x"}: the branch runs only when `x` was not given."""
+    if isinstance(e, cst.Comparison) and isinstance(e.left, cst.Name) and len(e.comparisons) == 1 \
+            and isinstance(e.comparisons[0].operator, cst.Is) and _is_const(e.comparisons[0].comparator, "None"):
+        return frozenset({f"none:{e.left.value}"})
+    return frozenset()
 
 
 def _int_leaf(expr: cst.BaseExpression) -> Optional[int]:
@@ -1327,7 +1346,8 @@ class _Tracer:
                     return
                 if ref is not None:
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
-                              site_fn=None, cached=site_cached, outer=outer, lead=ref.lead)
+                              site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
+                              application=m.applied_parent.get(id(call)))
             return
         if qual is None:
             return
@@ -1416,12 +1436,17 @@ class _Tracer:
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
-             outer: Optional[Transform] = None, passed: int = 0, lead: int = 0) -> None:
+             outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
+             application: Optional[cst.Call] = None) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say."""
         statics = static_param_names(fn, t, opts, offset, lead)
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
+        given = {p.name for p in fn.params if not p.has_default}
+        if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
+            given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
+        _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
         traced = set()
         for p in fn.params:
             if p.name in bound_pos or p.name in bound:
@@ -1511,6 +1536,8 @@ class _Tracer:
                 continue
             if ref.fn is fn:
                 continue
+            _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
+                         else {p.name for p in ref.fn.params if not p.has_default})
             receiver = ref.receiver is not None and values.traced(ref.receiver)
             if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
                 receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
@@ -1560,6 +1587,44 @@ class ExternalCall:
     cached: bool
     caller: str
     origin: str = ""  # the caller's file, filled in by the API
+
+
+def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
+    """`if rng is None:` where every traced caller passes an `rng`: the branch never runs traced."""
+    return fn.passed is not None and any(g.startswith("none:") and g[5:] in fn.passed for g in guards)
+
+
+def _note_passed(fn: FunctionInfo, names: set[str]) -> None:
+    fn.passed = set(names) if fn.passed is None else fn.passed & names
+
+
+def _passed_names(ref: "CallableRef", call: cst.Call, caller: Optional[FunctionInfo]) -> set[str]:
+    """Parameters this call (with what `partial` bound) gives a value that cannot be None."""
+    fn = ref.fn
+    positional = [p for p in fn.params if p.index is not None]
+    out = {p.name for p in positional[:ref.offset]} | set(ref.bound_names)
+
+    def not_none(value: cst.BaseExpression) -> bool:
+        if _is_const(value, "None"):
+            return False
+        if isinstance(value, cst.Name) and caller is not None:
+            p = caller.param(value.value)
+            if p is not None and p.has_default and _is_const(p.default, "None"):
+                return caller.passed is not None and p.name in caller.passed
+        return True
+
+    pos = ref.offset
+    for a in call.args:
+        if a.star:
+            return out | {p.name for p in fn.params if not p.has_default}
+        if a.keyword is not None:
+            if not_none(a.value):
+                out.add(a.keyword.value)
+        elif pos < len(positional):
+            if not_none(a.value):
+                out.add(positional[pos].name)
+            pos += 1
+    return out
 
 
 def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Values"]) -> list[ArgInfo]:
@@ -1842,6 +1907,11 @@ class Values:
                 if meth == "values":
                     return self.traced(it.func.value)
         if isinstance(it, (cst.Tuple, cst.List)):
+            rows = [e.value for e in it.elements]
+            if rows and all(isinstance(r, cst.Tuple) and len(r.elements) == len(rows[0].elements) for r in rows):
+                # `for name, a, b in [("i2t", x, y), ...]`: position by position
+                return [any(self.traced(r.elements[i].value) for r in rows)  # type: ignore[attr-defined]
+                        for i in range(len(rows[0].elements))]  # type: ignore[attr-defined]
             return any(self.traced(e.value) for e in it.elements)
         if isinstance(it, cst.Name) and it.value in self.fn.dict_names and it.value in self._locals:
             return False  # iterating a dict gives its keys: Python values even when the leaves are traced
@@ -1943,8 +2013,6 @@ class Values:
             return self.traced(e.value)
         if isinstance(e, cst.Await):
             return self.traced(e.expression)
-        if isinstance(e, cst.FormattedString):  # the text of a tracer: it shows the tracer, not a value
-            return any(isinstance(p, cst.FormattedStringExpression) and self.traced(p.expression) for p in e.parts)
         return False
 
     def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:

@@ -23,7 +23,7 @@ class Where:
     @property
     def traced(self) -> Optional[FunctionInfo]:
         """The traced function the node is in, if any."""
-        return self.model.traced_function(self.scope)
+        return self.model.traced_function(self.scope, self.guards)
 
     @property
     def function(self) -> Optional[FunctionInfo]:

@@ -248,6 +248,8 @@ class GlobalMutation(Rule):
                 # A haiku/linen module instance lives inside the transformed function (linen and
                 # equinox modules refuse the write outright): its attributes do not outlive the trace.
                 return
+            if values and all(self._untraceable(v, where) for v in values):
+                return  # caching a jitted callable or a literal on the instance leaks nothing
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where)
             return

@@ -60,7 +60,7 @@ class PrintInTrace(Rule):
         if fn is None or where.resolve(node.func) != "builtins.print":
             return
         args = [a.value for a in node.args if a.keyword is None]
-        if not any(where.is_traced(a) for a in args):
+        if not any(where.is_traced(a) or _formats_traced(a, where) for a in args):
             # Nothing traced is printed: without a cache it prints on every call as Python would;
             # under jit, a message built from static facts (shapes, configuration) is deliberate
             # trace-time logging. Only a bare literal message under jit misleads about when it runs.
@@ -89,3 +89,9 @@ def _is_text(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.FormattedString):
         return not any(isinstance(p, cst.FormattedStringExpression) for p in expr.parts)
     return False
+
+
+def _formats_traced(expr: cst.BaseExpression, where: Where) -> bool:
+    """An f-string that formats a traced value (it shows the tracer)."""
+    return isinstance(expr, cst.FormattedString) and any(
+        isinstance(p, cst.FormattedStringExpression) and where.is_traced(p.expression) for p in expr.parts)
