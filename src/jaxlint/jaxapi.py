@@ -148,6 +148,7 @@ STATIC_CALLS = frozenset(
         "numpy.ndim",
         "numpy.size",
         "jax.tree_util.tree_structure",
+        "jax.tree_util.keystr",
         "jax.tree.structure",
         "jax.typeof",
         "jax.device_count",

@@ -183,6 +183,8 @@ class FunctionInfo(Scope):
     traced_params: set[str] = field(default_factory=set)
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
     declared_static: set[str] = field(default_factory=set)
+    # Where a transform is applied to this function: (scope, source-order stamp); -1 for a decorator.
+    trace_sites: set[tuple[Scope, int]] = field(default_factory=set)
     # Parameters every traced call site gives a value other than None (None until a site is seen).
     passed: Optional[set[str]] = None
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
@@ -283,6 +285,7 @@ class ModuleModel:
         self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
+        self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
         self.summaries_final = False
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
@@ -955,6 +958,7 @@ class _Builder:
             self.walk(child, scope, loop)
 
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.m.call_order[id(node)] = self.counter
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
             self.m.applied_parent[id(node.func)] = node
@@ -1260,6 +1264,7 @@ class _Tracer:
                     if got[0].statics == "custom":
                         fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
         for fn, (t, opts) in decorated:
+            fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
         self.seed_calls()
         rules = [(c, s) for c, s, _ in m.all_calls
@@ -1345,6 +1350,7 @@ class _Tracer:
                                    outer=outer or (got if got.cached else None))
                     return
                 if ref is not None:
+                    ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
                               application=m.applied_parent.get(id(call)))

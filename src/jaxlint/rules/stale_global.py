@@ -162,6 +162,9 @@ class StaleGlobal(Rule):
         if owner is model.root:
             for other in model.functions:
                 if name in other.declared_global and name in other.bind_order:
+                    last = max(other.bind_order[name])
+                    if fn.trace_sites and all(scope is other and order > last for scope, order in fn.trace_sites):
+                        continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
                     if other is fn:
                         return f"`{fn.qualname}` itself rebinds it with `global`"
                     return f"`{other.qualname}` rebinds it with `global`"
