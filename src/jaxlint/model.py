@@ -1712,26 +1712,20 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 out.add(usable[n].name)
         return True
 
-    if t.statics == "jit":
-        for key in ("static_argnums",):
-            if key in opts and not by_index(opts[key]):
-                return None
-        if "static_argnames" in opts:
-            names = _literal_values(opts["static_argnames"], _str_leaf)
-            if names is None:
-                return None
-            out.update(names)
-    elif t.statics == "pmap":
-        if "static_broadcasted_argnums" in opts and not by_index(opts["static_broadcasted_argnums"]):
+    def by_name(expr: cst.BaseExpression) -> bool:
+        names = _literal_values(expr, _str_leaf)
+        out.update(names or ())
+        return names is not None
+
+    # transform kind -> (option naming static positions, option naming static parameters)
+    options = {"jit": ("static_argnums", "static_argnames"), "pmap": ("static_broadcasted_argnums", ""),
+               "custom": ("nondiff_argnums", "nondiff_argnames")}
+    if t.statics in options:
+        nums, names = options[t.statics]
+        if nums in opts and not by_index(opts[nums]):
             return None
-    elif t.statics == "custom":
-        if "nondiff_argnums" in opts and not by_index(opts["nondiff_argnums"]):
+        if names and names in opts and not by_name(opts[names]):
             return None
-        if "nondiff_argnames" in opts:
-            names = _literal_values(opts["nondiff_argnames"], _str_leaf)
-            if names is None:
-                return None
-            out.update(names)
     elif t.statics == "shard_map":
         # An argument whose in_spec is None is passed through as the Python value it is.
         specs = opts.get("in_specs")
