@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, TypeVa
 T = TypeVar("T")
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
 from .model import ExternalCall, ModuleModel
+from .positions import node_spans
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
 from .suppress import is_suppressed
@@ -273,33 +273,51 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     calls = [dataclasses.replace(c, origin=path) for c in model.external_calls.values()]
     from .rules.base import Where  # local: keeps the import graph of this module small
 
+    tops: set[Optional[int]] = set()  # the top-level statements holding the reported nodes
     for rec in model.records:
         where = Where(model, rec.scope, rec.loop, rec.guards)
         for rule, visit in dispatch[type(rec.node)]:
             if not rule.anywhere and model.traced_function(rec.scope) is None:
                 continue
+            before = len(rule.reports)
             visit(rec.node, where)
+            if len(rule.reports) != before:
+                tops.add(rec.top)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
     if not reports:
         return [], calls
-    # Positions cost a second pass over the tree: only files with findings pay for it.
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # Positions cost code generation: only files with findings pay for it, and only for the
+    # top-level statements that hold them.
+    wanted: list[cst.CSTNode] = []
+    for rule, rep in reports:
+        wanted.append(rep.node)
+        if rep.end_node is not None:
+            wanted.append(rep.end_node)
+        fn = rep.function
+        if fn is not None and fn.target is not None:
+            wanted.append(fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node)
+            tops.add(fn.top)
+    try:
+        text: Optional[str] = raw.decode(module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        text = None
+    positions = node_spans(module, text, wanted, tops)
     lines = _decode_lines(raw, module.encoding)
     findings: list[Finding] = []
     for rule, rep in reports:
-        start = positions[rep.node].start
-        end = positions[rep.end_node if rep.end_node is not None else rep.node].end
-        text = lines[start.line - 1] if start.line - 1 < len(lines) else ""
-        if is_suppressed(text, rule.code, rule.name):
+        start_line, start_col = positions[id(rep.node)][:2]
+        end_line, end_col = positions[id(rep.end_node if rep.end_node is not None else rep.node)][2:]
+        text_line = lines[start_line - 1] if start_line - 1 < len(lines) else ""
+        if is_suppressed(text_line, rule.code, rule.name):
             continue
         target = None
         fn = rep.function
         if fn is not None and fn.target is not None:
             name_node = fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node
-            target = dataclasses.replace(fn.target, def_line=positions[name_node].start.line)
+            target = dataclasses.replace(fn.target, def_line=positions[id(name_node)][0])
         findings.append(
             Finding(
-                path, start.line, start.column + 1, end.line, end.column + 1, rule.code, rule.name, rep.message,
+                path, start_line, start_col + 1, end_line, end_col + 1, rule.code, rule.name, rep.message,
                 fn.qualname if fn is not None else None, Verification(), rep.fix, target, rep.edit,
             )
         )

@@ -177,6 +177,7 @@ class FunctionInfo(Scope):
     traced_names: set[str] = field(default_factory=set)
     container_names: set[str] = field(default_factory=set)
     target: Optional[TraceTarget] = None
+    top: Optional[int] = None  # index of the enclosing top-level statement
 
     @property
     def local_names(self) -> set[str]:
@@ -215,6 +216,7 @@ class Record:
     scope: Scope
     loop: Optional[LoopInfo]
     guards: frozenset[str] = frozenset()  # names proven Python scalars by enclosing `if isinstance(...)`
+    top: Optional[int] = None  # index of the enclosing top-level statement (None: the module itself)
 
 
 @dataclass
@@ -439,11 +441,13 @@ class _Builder:
         self.m = model
         self.guards: frozenset[str] = frozenset()
         self.counter = 0
+        self.top: Optional[int] = None
 
     def build(self) -> None:
         if cst.Module in self.m._wanted:
             self.m.records.append(Record(self.m.module, self.m.root, None))
-        for stmt in self.m.module.body:
+        for i, stmt in enumerate(self.m.module.body):
+            self.top = i
             self.walk(stmt, self.m.root, None)
 
     # The walk is recursive on purpose: scopes and loops are passed down explicitly, so no
@@ -452,7 +456,7 @@ class _Builder:
         self.counter += 1
         tp = type(node)
         if tp in self.m._wanted:
-            self.m.records.append(Record(node, scope, loop, self.guards))
+            self.m.records.append(Record(node, scope, loop, self.guards, self.top))
         handler = _HANDLERS.get(tp)
         if handler is not None:
             handler(self, node, scope, loop)
@@ -482,6 +486,7 @@ class _Builder:
         fn.params = self._params(node.params)
         fn.loop_at_def = loop
         fn.order = self.counter
+        fn.top = self.top
         if isinstance(scope, ClassInfo) and isinstance(node, cst.FunctionDef):
             fn.cls = scope
             decos = {dotted(d.decorator) for d in node.decorators}
@@ -657,7 +662,7 @@ class _Builder:
             for cond in comp.ifs:
                 self._mark_test(cond.test)
                 if type(cond) in self.m._wanted:
-                    self.m.records.append(Record(cond, scope, inner))
+                    self.m.records.append(Record(cond, scope, inner, frozenset(), self.top))
                 self.walk(cond.test, scope, inner)
             comp = comp.inner_for_in
         if isinstance(node, cst.DictComp):
