@@ -56,16 +56,42 @@ def _fields_of(tp: type) -> tuple[str, ...]:
     return names
 
 
+# Per value type: 1 a node, 2 a sequence that may hold nodes, 0 neither. (isinstance against libcst's
+# abstract base classes costs a Python-level ABC check per call; a dict lookup does not.)
+_KIND: dict[type, int] = {}
+
+
+def _kind_of(tp: type) -> int:
+    kind = 1 if issubclass(tp, cst.CSTNode) else 2 if issubclass(tp, (tuple, list)) else 0
+    _KIND[tp] = kind
+    return kind
+
+
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    names = _FIELDS.get(type(node)) or _fields_of(type(node))
-    for name in names:
+    return iter(children(node))
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes of `node` that can hold names and expressions (whitespace and punctuation skipped)."""
+    out: list[cst.CSTNode] = []
+    kinds = _KIND
+    for name in _FIELDS.get(type(node)) or _fields_of(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
+        tp = type(value)
+        kind = kinds.get(tp)
+        if kind is None:
+            kind = _kind_of(tp)
+        if kind == 1:
+            out.append(value)
+        elif kind == 2:
             for item in value:
-                if isinstance(item, cst.CSTNode):
-                    yield item
+                tp = type(item)
+                kind = kinds.get(tp)
+                if kind is None:
+                    kind = _kind_of(tp)
+                if kind == 1:
+                    out.append(item)
+    return out
 
 
 def dotted(expr: cst.BaseExpression) -> Optional[str]:
@@ -461,7 +487,7 @@ class _Builder:
         if handler is not None:
             handler(self, node, scope, loop)
             return
-        for child in iter_children(node):
+        for child in children(node):
             self.walk(child, scope, loop)
 
     # ---- definitions ------------------------------------------------------------------------
