@@ -293,8 +293,9 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     tops: set[Optional[int]] = set()  # the top-level statements holding the reported nodes
     for rec in model.records:
         where = Where(model, rec.scope, rec.loop, rec.guards)
+        traced = model.traced_function(rec.scope) is not None
         for rule, visit in dispatch[type(rec.node)]:
-            if not rule.anywhere and model.traced_function(rec.scope) is None:
+            if not rule.anywhere and not traced:
                 continue
             before = len(rule.reports)
             visit(rec.node, where)

@@ -51,6 +51,7 @@ def _fields_of(tp: type) -> tuple[str, ...]:
         f.name
         for f in dataclasses.fields(tp)
         if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        and f.type not in (str, bool, int)  # plain values (Name.value, ...) never hold nodes
     )
     _FIELDS[tp] = names
     return names
