@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import gc
 import json
 import os
 import time
@@ -12,12 +13,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, TypeVa
 T = TypeVar("T")
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
 from .model import ExternalCall, ModuleModel
+from .positions import node_spans
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
 from .suppress import is_suppressed
@@ -168,6 +169,22 @@ def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None
 def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, trace_decorators: Iterable[str] = (),
             external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
     """Findings for one file, and the calls its traced code makes into other modules."""
+    # The tree and the model of one file are hundreds of thousands of objects that all live until
+    # the file is done: the cyclic collector, run as they are allocated, would only traverse them
+    # again and again (a fifth of the whole pass). Pause it for the file; what little cyclic
+    # garbage the model leaves is young, and the first collection after the file frees it.
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _analyse(source, path, codes, trace_decorators, external)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
+             external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
     codes = set(ALL_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
     try:
@@ -273,33 +290,52 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     calls = [dataclasses.replace(c, origin=path) for c in model.external_calls.values()]
     from .rules.base import Where  # local: keeps the import graph of this module small
 
+    tops: set[Optional[int]] = set()  # the top-level statements holding the reported nodes
     for rec in model.records:
         where = Where(model, rec.scope, rec.loop, rec.guards)
+        traced = model.traced_function(rec.scope) is not None
         for rule, visit in dispatch[type(rec.node)]:
-            if not rule.anywhere and model.traced_function(rec.scope) is None:
+            if not rule.anywhere and not traced:
                 continue
+            before = len(rule.reports)
             visit(rec.node, where)
+            if len(rule.reports) != before:
+                tops.add(rec.top)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
     if not reports:
         return [], calls
-    # Positions cost a second pass over the tree: only files with findings pay for it.
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # Positions cost code generation: only files with findings pay for it, and only for the
+    # top-level statements that hold them.
+    wanted: list[cst.CSTNode] = []
+    for rule, rep in reports:
+        wanted.append(rep.node)
+        if rep.end_node is not None:
+            wanted.append(rep.end_node)
+        fn = rep.function
+        if fn is not None and fn.target is not None:
+            wanted.append(fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node)
+            tops.add(fn.top)
+    try:
+        text: Optional[str] = raw.decode(module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        text = None
+    positions = node_spans(module, text, wanted, tops)
     lines = _decode_lines(raw, module.encoding)
     findings: list[Finding] = []
     for rule, rep in reports:
-        start = positions[rep.node].start
-        end = positions[rep.end_node if rep.end_node is not None else rep.node].end
-        text = lines[start.line - 1] if start.line - 1 < len(lines) else ""
-        if is_suppressed(text, rule.code, rule.name):
+        start_line, start_col = positions[id(rep.node)][:2]
+        end_line, end_col = positions[id(rep.end_node if rep.end_node is not None else rep.node)][2:]
+        text_line = lines[start_line - 1] if start_line - 1 < len(lines) else ""
+        if is_suppressed(text_line, rule.code, rule.name):
             continue
         target = None
         fn = rep.function
         if fn is not None and fn.target is not None:
             name_node = fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node
-            target = dataclasses.replace(fn.target, def_line=positions[name_node].start.line)
+            target = dataclasses.replace(fn.target, def_line=positions[id(name_node)][0])
         findings.append(
             Finding(
-                path, start.line, start.column + 1, end.line, end.column + 1, rule.code, rule.name, rep.message,
+                path, start_line, start_col + 1, end_line, end_col + 1, rule.code, rule.name, rep.message,
                 fn.qualname if fn is not None else None, Verification(), rep.fix, target, rep.edit,
             )
         )
@@ -350,9 +386,13 @@ def _analyse_file(path: str, settings: Settings, external: Optional[list[Externa
     return found, calls, None
 
 
-def _analyse_chunk(args: tuple[list[str], Settings]) -> list[tuple[str, list[Finding], list[ExternalCall], Optional[str]]]:
-    paths, settings = args
-    return with_deep_stack(lambda: [(p, *_analyse_file(p, settings)) for p in paths])
+Row = tuple[str, list[Finding], list[ExternalCall], Optional[str]]
+Item = tuple[str, Optional[list[ExternalCall]]]  # a path, and the calls into it from other files
+
+
+def _analyse_chunk(args: tuple[list[Item], Settings]) -> list[Row]:
+    items, settings = args
+    return with_deep_stack(lambda: [(p, *_analyse_file(p, settings, ext)) for p, ext in items])
 
 
 def with_deep_stack(fn: "Callable[[], T]") -> "T":
@@ -388,23 +428,71 @@ def with_deep_stack(fn: "Callable[[], T]") -> "T":
     return box["value"]  # type: ignore[return-value]
 
 
-def analyse_files(files: list[str], settings: Settings) -> tuple[dict[str, tuple[list[Finding], list[ExternalCall]]], list[str]]:
+class _Workers:
+    """Runs the per-file analysis over `settings.jobs` processes when there is enough work; the same
+    processes serve the first pass and the re-analyses of cross-file following."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.jobs = max(1, settings.jobs)
+        self.pool = None
+
+    def __enter__(self) -> "_Workers":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+    def run(self, items: list[Item]) -> list[Row]:
+        """One row per item, in the order of `items` (output never depends on the number of jobs)."""
+        if self.jobs == 1 or len(items) < (2 if self.pool is not None else 2 * self.jobs):
+            return _analyse_chunk((items, self.settings))
+        if self.pool is None:
+            import concurrent.futures
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+            self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
+        # Largest files first, in chunks of about equal bytes small enough to balance the tail.
+        sizes = []
+        for path, _ in items:
+            try:
+                sizes.append(os.path.getsize(path))
+            except OSError:
+                sizes.append(0)
+        order = sorted(range(len(items)), key=lambda i: -sizes[i])
+        target = max(1, sum(sizes) // (self.jobs * 16))
+        chunks: list[list[int]] = []
+        current: list[int] = []
+        weight = 0
+        for i in order:
+            current.append(i)
+            weight += sizes[i]
+            if weight >= target or len(current) >= 32:
+                chunks.append(current)
+                current, weight = [], 0
+        if current:
+            chunks.append(current)
+        rows: list[Optional[Row]] = [None] * len(items)
+        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings) for chunk in chunks])
+        for chunk, chunk_rows in zip(chunks, done):
+            for i, row in zip(chunk, chunk_rows):
+                rows[i] = row
+        return rows  # type: ignore[return-value]
+
+
+def analyse_files(files: list[str], settings: Settings, workers: Optional[_Workers] = None
+                  ) -> tuple[dict[str, tuple[list[Finding], list[ExternalCall]]], list[str]]:
     """The per-file static pass, over `settings.jobs` processes when there is enough work."""
     results: dict[str, tuple[list[Finding], list[ExternalCall]]] = {}
     errors: list[str] = []
-    jobs = max(1, settings.jobs)
-    if jobs == 1 or len(files) < 2 * jobs:
-        rows = _analyse_chunk((files, settings))
+    if workers is None:
+        with _Workers(settings) as own:
+            rows = own.run([(p, None) for p in files])
     else:
-        import concurrent.futures
-        import multiprocessing
-
-        # Many small chunks balance the load; order is restored below, so output never depends on jobs.
-        size = max(1, min(32, len(files) // (jobs * 4)))
-        chunks = [(files[i:i + size], settings) for i in range(0, len(files), size)]
-        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            rows = [row for chunk in pool.map(_analyse_chunk, chunks) for row in chunk]
+        rows = workers.run([(p, None) for p in files])
     for path, found, calls, err in rows:
         results[path] = (found, calls)
         if err:
@@ -436,7 +524,8 @@ def _absolute(qualname: str, caller_module: str, caller_is_package: bool) -> str
 
 
 def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
-                        settings: Settings, errors: list[str], rounds: int = 6) -> None:
+                        settings: Settings, errors: list[str], rounds: int = 6,
+                        workers: Optional[_Workers] = None) -> None:
     """Re-analyse modules whose functions are called from traced code in other files of the project."""
     by_module = {module_name(p): p for p in files}
     seeds: dict[str, dict[tuple, ExternalCall]] = {}
@@ -462,8 +551,13 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
                     touched.add(target)
         if not touched:
             return
-        for target in sorted(touched):
-            found, calls, err = _analyse_file(target, settings, list(seeds[target].values()))
+        items: list[Item] = [(target, list(seeds[target].values())) for target in sorted(touched)]
+        if workers is None:
+            with _Workers(settings) as own:
+                rows = own.run(items)
+        else:
+            rows = workers.run(items)
+        for target, found, calls, err in rows:
             results[target] = (found, calls)
             if err:
                 errors.append(err)
@@ -474,8 +568,9 @@ def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
     files = discover(settings.paths, settings.exclude, settings.force_exclude)
-    results, errors = analyse_files(files, settings)
-    follow_across_files(files, results, settings, errors)
+    with _Workers(settings) as workers:
+        results, errors = analyse_files(files, settings, workers)
+        follow_across_files(files, results, settings, errors, workers=workers)
     findings = [f for path in files for f in results[path][0]]
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it

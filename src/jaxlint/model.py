@@ -56,21 +56,48 @@ def _fields_of(tp: type) -> tuple[str, ...]:
         f.name
         for f in dataclasses.fields(tp)
         if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        and f.type not in (str, bool, int)  # plain values (Name.value, ...) never hold nodes
     )
     _FIELDS[tp] = names
     return names
 
 
+# Per value type: 1 a node, 2 a sequence that may hold nodes, 0 neither. (isinstance against libcst's
+# abstract base classes costs a Python-level ABC check per call; a dict lookup does not.)
+_KIND: dict[type, int] = {}
+
+
+def _kind_of(tp: type) -> int:
+    kind = 1 if issubclass(tp, cst.CSTNode) else 2 if issubclass(tp, (tuple, list)) else 0
+    _KIND[tp] = kind
+    return kind
+
+
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    names = _FIELDS.get(type(node)) or _fields_of(type(node))
-    for name in names:
+    return iter(children(node))
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes of `node` that can hold names and expressions (whitespace and punctuation skipped)."""
+    out: list[cst.CSTNode] = []
+    kinds = _KIND
+    for name in _FIELDS.get(type(node)) or _fields_of(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
+        tp = type(value)
+        kind = kinds.get(tp)
+        if kind is None:
+            kind = _kind_of(tp)
+        if kind == 1:
+            out.append(value)
+        elif kind == 2:
             for item in value:
-                if isinstance(item, cst.CSTNode):
-                    yield item
+                tp = type(item)
+                kind = kinds.get(tp)
+                if kind is None:
+                    kind = _kind_of(tp)
+                if kind == 1:
+                    out.append(item)
+    return out
 
 
 def dotted(expr: cst.BaseExpression) -> Optional[str]:
@@ -197,6 +224,7 @@ class FunctionInfo(Scope):
     dict_names: set[str] = field(default_factory=set)  # names holding dicts: iterating them gives keys
     key_subscripts: set[tuple[str, str]] = field(default_factory=set)  # (d, k) for each `d[k]` in the body
     target: Optional[TraceTarget] = None
+    top: Optional[int] = None  # index of the enclosing top-level statement
 
     @property
     def local_names(self) -> set[str]:
@@ -235,6 +263,7 @@ class Record:
     scope: Scope
     loop: Optional[LoopInfo]
     guards: frozenset[str] = frozenset()  # names proven Python scalars by enclosing `if isinstance(...)`
+    top: Optional[int] = None  # index of the enclosing top-level statement (None: the module itself)
 
 
 @dataclass
@@ -635,11 +664,13 @@ class _Builder:
         self.m = model
         self.guards: frozenset[str] = frozenset()
         self.counter = 0
+        self.top: Optional[int] = None
 
     def build(self) -> None:
         if cst.Module in self.m._wanted:
             self.m.records.append(Record(self.m.module, self.m.root, None))
-        for stmt in self.m.module.body:
+        for i, stmt in enumerate(self.m.module.body):
+            self.top = i
             self.walk(stmt, self.m.root, None)
 
     # The walk is recursive on purpose: scopes and loops are passed down explicitly, so no
@@ -648,12 +679,12 @@ class _Builder:
         self.counter += 1
         tp = type(node)
         if tp in self.m._wanted:
-            self.m.records.append(Record(node, scope, loop, self.guards))
+            self.m.records.append(Record(node, scope, loop, self.guards, self.top))
         handler = _HANDLERS.get(tp)
         if handler is not None:
             handler(self, node, scope, loop)
             return
-        for child in iter_children(node):
+        for child in children(node):
             self.walk(child, scope, loop)
 
     # ---- definitions ------------------------------------------------------------------------
@@ -701,6 +732,7 @@ class _Builder:
         fn.params = self._params(node.params, scope)
         fn.loop_at_def = loop
         fn.order = self.counter
+        fn.top = self.top
         if isinstance(scope, ClassInfo) and isinstance(node, cst.FunctionDef):
             fn.cls = scope
             decos = {dotted(d.decorator) for d in node.decorators}
@@ -879,7 +911,7 @@ class _Builder:
             for cond in comp.ifs:
                 self._mark_test(cond.test)
                 if type(cond) in self.m._wanted:
-                    self.m.records.append(Record(cond, scope, inner))
+                    self.m.records.append(Record(cond, scope, inner, frozenset(), self.top))
                 self.walk(cond.test, scope, inner)
             comp = comp.inner_for_in
         if isinstance(node, cst.DictComp):

@@ -78,10 +78,14 @@ class Rule:
 
     @classmethod
     def visitors(cls) -> dict[type, str]:
+        cached = cls.__dict__.get("_visitors")
+        if cached is not None:
+            return dict(cached)
         out: dict[type, str] = {}
         for attr in dir(cls):
             if attr.startswith("visit_"):
                 out[getattr(cst, attr[len("visit_"):])] = attr
+        cls._visitors = dict(out)  # type: ignore[attr-defined]  # per class: subclasses compute their own
         return out
 
 

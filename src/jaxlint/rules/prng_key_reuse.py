@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Container, Optional, Union
 
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
-from ..model import FunctionInfo, Scope, dotted, iter_children
+from ..model import FunctionInfo, Scope, children, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
 _KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+# Exact types (libcst's concrete node classes have no subclasses): cheaper than isinstance on them.
+_NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 @dataclass
@@ -136,11 +138,12 @@ class PrngKeyReuse(Rule):
         out: list[cst.Call] = []
 
         def walk(n: cst.CSTNode) -> None:
-            if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            tp = type(n)
+            if tp in _NEW_SCOPES:
                 return
-            for child in iter_children(n):
+            for child in children(n):
                 walk(child)
-            if isinstance(n, cst.Call):
+            if tp is cst.Call:
                 out.append(n)
 
         walk(node)
@@ -190,8 +193,8 @@ class PrngKeyReuse(Rule):
                 ref = model.resolve_callable(values[0].args[0].value, owner)
         return (ref.fn, ref.offset) if ref is not None else None
 
-    def _consume(self, call: cst.Call, state: _State, loop_names: Optional[set[str]],
-                 comp_loop: bool = False) -> None:
+    def _consume(self, call: cst.Call, state: _State, loop_names: Optional[Container[str]],
+                 root: Optional[cst.CSTNode] = None) -> None:
         fname = self._random_fn(call)
         keys: list[str] = []
         if fname is not None:
@@ -207,10 +210,10 @@ class PrngKeyReuse(Rule):
             keys = [r for i, a in enumerate(positional) if i + callee[1] in wanted
                     for r in (_key_ref(a.value),) if r is not None]
         for key in keys:
-            self._consume_key(call, key, fname, state, loop_names, comp_loop)
+            self._consume_key(call, key, fname, state, loop_names, root)
 
-    def _consume_key(self, call: cst.Call, key: str, fname: str, state: _State, loop_names: Optional[set[str]],
-                     comp_loop: bool) -> None:
+    def _consume_key(self, call: cst.Call, key: str, fname: str, state: _State,
+                     loop_names: Optional[Container[str]], root: Optional[cst.CSTNode]) -> None:
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
         if key in state.consumed:
@@ -230,7 +233,7 @@ class PrngKeyReuse(Rule):
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
             return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
-        if in_loop or comp_loop:
+        if in_loop or (root is not None and self._in_comprehension(call, root)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).")
         state.consumed[key] = call
@@ -239,9 +242,9 @@ class PrngKeyReuse(Rule):
         fn = self._scope.function_scope()
         self.reports.append(Report(node, f"PRNG key reuse: {text}", fn))
 
-    def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[set[str]]) -> None:
+    def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[Container[str]]) -> None:
         for call in self._calls_in(node):
-            self._consume(call, state, loop_names, comp_loop=self._in_comprehension(call, node))
+            self._consume(call, state, loop_names, node)
 
     def _in_comprehension(self, call: cst.Call, root: cst.CSTNode) -> bool:
         """Whether the call runs once per element of a comprehension (not in its first iterable)."""
@@ -286,7 +289,7 @@ class PrngKeyReuse(Rule):
             else:
                 state.keys.discard(n)
 
-    def _block(self, stmts: list[cst.CSTNode], state: _State, loop_names: Optional[set[str]]) -> tuple[_State, bool]:
+    def _block(self, stmts: list[cst.CSTNode], state: _State, loop_names: Optional[Container[str]]) -> tuple[_State, bool]:
         for stmt in stmts:
             self._state_keys = state.keys
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -327,7 +330,7 @@ class PrngKeyReuse(Rule):
                     self._expr(stmt.iter, state, loop_names)
                 else:
                     self._expr(stmt.test, state, loop_names)
-                bound = _bound_in(stmt)
+                bound = _LoopNames(stmt)
                 inner = state.copy()
                 if isinstance(stmt, cst.For):
                     self._bind(stmt.target, None, inner)
@@ -376,6 +379,21 @@ def _key_ref(expr: cst.BaseExpression) -> Optional[str]:
         if isinstance(sl, cst.Index) and isinstance(sl.value, cst.Integer):
             return f"{expr.value.value}[{sl.value.value}]"
     return None
+
+
+class _LoopNames:
+    """The names a loop (re)binds, found on first use: most loops never consume a key."""
+
+    __slots__ = ("loop", "names")
+
+    def __init__(self, loop: Union[cst.For, cst.While]) -> None:
+        self.loop = loop
+        self.names: Optional[Container[str]] = None
+
+    def __contains__(self, name: object) -> bool:
+        if self.names is None:
+            self.names = _bound_in(self.loop)
+        return name in self.names
 
 
 def _bound_in(loop: Union[cst.For, cst.While]) -> set[str]:
