@@ -191,7 +191,7 @@ NON_ARRAY_ANNOTATIONS = frozenset({"int", "bool", "str", "float", "complex", "Ca
 LIST_RETURNING = frozenset({
     f"jax.numpy.{n}" for n in ("split", "array_split", "hsplit", "vsplit", "dsplit", "meshgrid", "broadcast_arrays",
                                 "atleast_1d", "atleast_2d", "atleast_3d")
-})
+} | {"jax.tree_util.tree_leaves", "jax.tree.leaves", "jax.tree_leaves"})
 
 # Annotations that name an array.
 ARRAY_ANNOTATIONS = frozenset({"Array", "ndarray", "ArrayLike", "ShapeDtypeStruct", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Key", "UInt", "Complex", "Inexact", "Integer", "PRNGKeyArray"})

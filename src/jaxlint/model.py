@@ -21,6 +21,7 @@ from .jaxapi import (
     CALLBACKS,
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
+    LIST_RETURNING,
     NON_ARRAY_ANNOTATIONS,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
@@ -1141,6 +1142,12 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
            or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
            for b in cls.bases):
         cls.pytree = True
+    for b in cls.bases:  # a subclass of a registered pytree class of this module is one too
+        base = model.root.classes.get(b)
+        if base is not None and base is not cls and base.pytree:
+            cls.pytree = True
+            cls.fields |= base.fields
+            cls.static_fields |= base.static_fields
     flatten = cls.defs.get("tree_flatten")
     if flatten is not None:
         cls.static_fields |= _flatten_aux(flatten)
@@ -1744,6 +1751,15 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 out.add(usable[n].name)
         return True
 
+    def by_position(spec: Optional[cst.BaseExpression]) -> None:
+        """`in_axes=(None, 0)` / `in_specs=(P(), None)`: the argument at a `None` is passed through."""
+        if isinstance(spec, (cst.Tuple, cst.List)):
+            usable: list[Optional[Param]] = [None] * lead + positional[offset:]
+            for i, el in enumerate(spec.elements):
+                p = usable[i] if i < len(usable) else None
+                if p is not None and _is_const(el.value, "None"):
+                    out.add(p.name)
+
     def by_name(expr: cst.BaseExpression) -> bool:
         names = _literal_values(expr, _str_leaf)
         out.update(names or ())
@@ -1760,22 +1776,13 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
             return None
     elif t.statics == "shard_map":
         # An argument whose in_spec is None is passed through as the Python value it is.
-        specs = opts.get("in_specs")
-        if isinstance(specs, (cst.Tuple, cst.List)):
-            usable = positional[offset:]
-            for i, el in enumerate(specs.elements):
-                if _is_const(el.value, "None") and i < len(usable):
-                    out.add(usable[i].name)
+        by_position(opts.get("in_specs"))
     elif t.statics == "vmap":
         axes = opts.get("in_axes")
         if axes is not None:
             if isinstance(axes, cst.Name) and axes.value == "None":
                 return None
-            if isinstance(axes, (cst.Tuple, cst.List)):
-                usable = [None] * lead + positional[offset:]
-                for i, el in enumerate(axes.elements):
-                    if isinstance(el.value, cst.Name) and el.value.value == "None" and i < len(usable):
-                        out.add(usable[i].name)
+            by_position(axes)
     elif t.statics == "filter":
         for p in fn.params:
             ann = p.annotation
@@ -1873,6 +1880,9 @@ class Values:
         for target, value, how in fn.events:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
                 dicts.add(target.value)
+            if how == "=" and isinstance(target, cst.Name) and isinstance(value, cst.Call) \
+                    and self.m.resolve(value.func, fn) in LIST_RETURNING:
+                containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
         for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
             if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
