@@ -221,6 +221,16 @@ class JitInLoop(Rule):
         varying = _bound_in_loop(loop)
         if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
             return True  # the jit options (shardings, donation…) change with the loop
+        comp = loop.node
+        if isinstance(comp, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) \
+                and node is (comp.value if isinstance(comp, cst.DictComp) else comp.elt):
+            targets: set[str] = set()
+            level: Optional[cst.CompFor] = comp.for_in
+            while level is not None:
+                targets |= _names_in(level.target)
+                level = level.inner_for_in
+            if _names_in(callable_) & targets:
+                return True  # `{a: jax.jit(sampler(a)) for a in agents}`: a table of distinct jitted functions
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
         return self._factory_bound(_free_names(callable_, fn), where, loop) is not None
