@@ -6,7 +6,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from jaxlint import positions
-from jaxlint.model import children
+from jaxlint.syntax import children
 
 SOURCES = {
     "plain": b"import jax\n\n\n@jax.jit\ndef f(x):\n    return x + 1\n\ny = f(2); z = 3;\n",

@@ -17,7 +17,7 @@ import libcst as cst
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
-from .model import ExternalCall, ModuleModel
+from .semantic import ExternalCall, ModuleModel
 from .positions import node_spans
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule

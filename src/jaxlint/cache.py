@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from . import __version__
 from .findings import Finding, Fix, TraceTarget, Verification
-from .model import ArgInfo, ExternalCall
+from .semantic import ArgInfo, ExternalCall
 
 FORMAT = 1
 

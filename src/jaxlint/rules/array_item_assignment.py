@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
-from ..model import FunctionInfo, Scope
+from ..semantic import FunctionInfo, Scope
 from ..edits import Edit, at_update
 from ..findings import Fix
 from .base import Rule, Where

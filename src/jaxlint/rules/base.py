@@ -8,7 +8,8 @@ import libcst as cst
 
 from ..edits import Edit, make_static
 from ..findings import Fix
-from ..model import FunctionInfo, LoopInfo, ModuleModel, Scope, Values, iter_children
+from ..semantic import FunctionInfo, LoopInfo, ModuleModel, Scope, Values
+from ..syntax import iter_children
 
 
 @dataclass

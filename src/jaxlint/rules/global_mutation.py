@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import MUTATING_METHODS
-from ..model import ClassInfo, FunctionInfo, Scope
+from ..semantic import ClassInfo, FunctionInfo, Scope
 from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.

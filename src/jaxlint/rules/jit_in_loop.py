@@ -8,7 +8,8 @@ import libcst as cst
 from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import JIT_LIKE
-from ..model import FunctionInfo, LoopInfo, iter_children
+from ..semantic import FunctionInfo, LoopInfo
+from ..syntax import iter_children
 from .base import Rule, Where
 
 

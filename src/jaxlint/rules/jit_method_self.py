@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..model import ClassInfo, FunctionInfo, static_param_names
+from ..semantic import ClassInfo, FunctionInfo, static_param_names
 from .base import Report, Rule, Where
 
 _JIT_KINDS = ("jit", "pjit", "pmap")

@@ -8,7 +8,8 @@ from typing import Container, Optional, Union
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
-from ..model import FunctionInfo, Scope, children, dotted, iter_children
+from ..semantic import FunctionInfo, Scope
+from ..syntax import children, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)

@@ -5,7 +5,8 @@ from typing import Iterator, Optional, Union
 
 import libcst as cst
 
-from ..model import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope, iter_children
+from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
+from ..syntax import iter_children
 from .base import Report, Rule, Where, tracing_phrase
 
 

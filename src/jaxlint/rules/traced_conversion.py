@@ -4,7 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..jaxapi import NUMPY_CONVERTING
-from ..model import ClassInfo
+from ..semantic import ClassInfo
 from .base import Rule, Where, tracing_phrase
 
 _CONTAINER_LITERALS = (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from .jaxapi import (
+from ..jaxapi import (
     ARRAY_ANNOTATIONS,
     HAIKU_TRANSFORMS,
     HAIKU_WITHOUT_RNG,
@@ -25,7 +25,10 @@ from .jaxapi import (
 )
 
 if TYPE_CHECKING:
-    from .model import ArgInfo, CallableRef, ClassInfo, FunctionInfo, ModuleModel, Scope, Values
+    from .model import ModuleModel
+    from .scopes import CallableRef, ClassInfo, FunctionInfo, Scope
+    from .traced import ArgInfo
+    from .values import Values
 
 # What an attribute of a module instance holds.
 ARRAY, VARIABLE, MODULE, MODULES, CONFIG = "array", "variable", "module", "modules", "config"
@@ -114,7 +117,7 @@ class Frameworks:
         return None
 
     def _name_class(self, name: str, scope: "Scope", depth: int) -> Optional["ClassInfo"]:
-        from .model import FunctionInfo
+        from .scopes import FunctionInfo
 
         fn = scope.function_scope()
         if fn is not None and fn.is_method and fn.cls is not None and fn.params and fn.params[0].name == name:
@@ -241,7 +244,7 @@ class Frameworks:
                 fields[name] = kinds.pop() if len(kinds) == 1 else (None, None)
 
     def _annotated(self, node: cst.AnnAssign, cls: "ClassInfo", kind: Optional[str]) -> tuple[Optional[str], Optional["ClassInfo"]]:
-        from .model import annotation_name
+        from ..syntax import annotation_name
 
         if isinstance(node.value, cst.Call) and self.m.resolve(node.value.func, cls) in ("equinox.field", "equinox.static_field"):
             if any(a.keyword is not None and a.keyword.value == "static" for a in node.value.args):
@@ -351,7 +354,7 @@ class Frameworks:
 
     def callable_of(self, expr: cst.BaseExpression, scope: "Scope", call: Optional[cst.Call]) -> Optional["CallableRef"]:
         """The method (or haiku function) a call of `expr` runs, with how its arguments map."""
-        from .model import CallableRef
+        from .scopes import CallableRef
 
         cls = self.instance_class(expr, scope)  # `model`, `self.encoder`, `self.layers[0]`, `Block(...)`
         if cls is not None:
@@ -425,7 +428,7 @@ class Frameworks:
         """`models.CNN().apply(variables, x)`, `model(x)` with `model = models.CNN()`: the imported class's
         method (`models.CNN.__call__`) and its arguments with `self` first (traced when the variables, or the
         instance, are). The callee's module decides whether the class is a model module at all."""
-        from .model import ArgInfo
+        from .traced import ArgInfo
 
         func = call.func
         cls, meth, receiver, lead = None, "__call__", func, 0
@@ -483,7 +486,7 @@ class Frameworks:
 
 
 def dotted_head(expr: cst.BaseExpression) -> Optional[str]:
-    from .model import dotted
+    from ..syntax import dotted
 
     name = dotted(expr)
     return name.split(".")[-1] if name else None

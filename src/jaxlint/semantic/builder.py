@@ -1,0 +1,557 @@
+"""The single walk over a module that records scopes, imports, bindings, calls and the nodes rules want."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from ..jaxapi import CONTAINER_ANNOTATIONS, PYTREE_BASES, PYTREE_CLASS_DECORATORS
+from ..syntax import (
+    FuncNode,
+    _is_const,
+    _literal_values,
+    _module_name,
+    _returns,
+    _str_leaf,
+    annotation_name,
+    children,
+    dotted,
+    iter_children,
+)
+from .scopes import ClassInfo, FunctionInfo, LoopInfo, Param, Record, Scope
+
+if TYPE_CHECKING:
+    from .model import ModuleModel
+
+
+_NUMPY_ARRAY_TYPES = frozenset({"np.ndarray", "numpy.ndarray", "onp.ndarray", "np.generic", "numpy.generic"})
+_PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 1: one walk that collects scopes, imports, bindings, calls and the records rules want.
+
+
+class _Builder:
+    def __init__(self, model: ModuleModel) -> None:
+        self.m = model
+        self.guards: frozenset[str] = frozenset()
+        self.counter = 0
+        self.top: Optional[int] = None
+
+    def build(self) -> None:
+        if cst.Module in self.m._wanted:
+            self.m.records.append(Record(self.m.module, self.m.root, None))
+        for i, stmt in enumerate(self.m.module.body):
+            self.top = i
+            self.walk(stmt, self.m.root, None)
+
+    # The walk is recursive on purpose: scopes and loops are passed down explicitly, so no
+    # enter/leave state can go stale on nested definitions.
+    def walk(self, node: cst.CSTNode, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.counter += 1
+        tp = type(node)
+        if tp in self.m._wanted:
+            self.m.records.append(Record(node, scope, loop, self.guards, self.top))
+        handler = _HANDLERS.get(tp)
+        if handler is not None:
+            handler(self, node, scope, loop)
+            return
+        for child in children(node):
+            self.walk(child, scope, loop)
+
+    # ---- definitions ------------------------------------------------------------------------
+
+    def _params(self, params: cst.Parameters, scope: Scope) -> list[Param]:
+        out: list[Param] = []
+        idx = 0
+        for p in list(params.posonly_params) + list(params.params):
+            out.append(Param(p.name.value, idx, self._annotation(p.annotation, scope), p.default is not None, p.default))
+            idx += 1
+        if isinstance(params.star_arg, cst.Param):
+            out.append(Param(params.star_arg.name.value, None, None, False, None, "*"))
+        for p in params.kwonly_params:
+            out.append(Param(p.name.value, None, self._annotation(p.annotation, scope), p.default is not None, p.default))
+        if params.star_kwarg is not None:
+            out.append(Param(params.star_kwarg.name.value, None, None, False, None, "**"))
+        return out
+
+    def _annotation(self, ann: Optional[cst.Annotation], scope: Scope) -> Optional[str]:
+        """The annotation's head name; NumPy's (`np.ndarray`, `npt.NDArray`) keep their module, since
+        a NumPy array is mutable and concrete, unlike `jnp.ndarray`."""
+        name = annotation_name(ann)
+        if ann is None or name is None:
+            return name
+        expr = ann.annotation
+        if name in CONTAINER_ANNOTATIONS and _scalar_items(expr):
+            return "ScalarSequence"  # `tuple[str, ...]`: no array inside, static under equinox's filters
+        while isinstance(expr, (cst.Subscript, cst.BinaryOperation)):
+            if isinstance(expr, cst.BinaryOperation):
+                expr = expr.left
+            else:
+                head = dotted(expr.value) or ""
+                if head.split(".")[-1] == "Optional" and expr.slice and isinstance(expr.slice[0].slice, cst.Index):
+                    expr = expr.slice[0].slice.value
+                else:
+                    expr = expr.value
+        qual = self.m.resolve(expr, scope) if dotted(expr) else None
+        if qual is not None and qual.startswith("numpy."):
+            return f"numpy.{name}"
+        return name
+
+    def _new_function(self, node: FuncNode, name: str, scope: Scope, loop: Optional[LoopInfo]) -> FunctionInfo:
+        qual = name if scope is self.m.root else f"{scope.qualname}.{name}"
+        fn = FunctionInfo("function", name, qual, scope, node)
+        fn.params = self._params(node.params, scope)
+        fn.loop_at_def = loop
+        fn.order = self.counter
+        fn.top = self.top
+        if isinstance(scope, ClassInfo) and isinstance(node, cst.FunctionDef):
+            fn.cls = scope
+            decos = {dotted(d.decorator) for d in node.decorators}
+            fn.is_method = "staticmethod" not in decos and bool(fn.params) and fn.params[0].index == 0
+        self.m.functions.append(fn)
+        self.m.fn_of_node[id(node)] = fn
+        return fn
+
+    def on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        saved, self.guards = self.guards, frozenset()
+        try:
+            self._on_functiondef(node, scope, loop)
+        finally:
+            self.guards = saved
+
+    def _on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        fn = self._new_function(node, node.name.value, scope, loop)
+        fn.decorators = list(node.decorators)
+        scope.defs[node.name.value] = fn
+        scope.assigned.pop(node.name.value, None)
+        if loop is not None:
+            loop.bound.setdefault(node.name.value, []).append(None)
+        for d in node.decorators:
+            self.walk(d, scope, loop)
+        self._walk_param_parts(node.params, scope, loop)
+        if node.returns is not None:
+            self.walk(node.returns, scope, loop)
+        self.walk(node.body, fn, None)
+
+    def _walk_param_parts(self, params: cst.Parameters, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        allp = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+        for extra in (params.star_arg, params.star_kwarg):
+            if isinstance(extra, cst.Param):
+                allp.append(extra)
+        for p in allp:
+            if p.default is not None:
+                self.walk(p.default, scope, loop)
+            if p.annotation is not None:
+                self.walk(p.annotation, scope, loop)
+
+    def on_lambda(self, node: cst.Lambda, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        fn = self._new_function(node, "<lambda>", scope, loop)
+        self._walk_param_parts(node.params, scope, loop)
+        self.walk(node.body, fn, None)
+
+    def on_classdef(self, node: cst.ClassDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        qual = node.name.value if scope is self.m.root else f"{scope.qualname}.{node.name.value}"
+        cls = ClassInfo("class", node.name.value, qual, scope, node)
+        cls.bases = [self.m.resolve(a.value, scope) or (dotted(a.value) or "") for a in node.bases]
+        cls.decorators = [self.m.resolve(d.decorator if not isinstance(d.decorator, cst.Call) else d.decorator.func, scope) or "" for d in node.decorators]
+        scope.classes[node.name.value] = cls
+        for d in node.decorators:
+            self.walk(d, scope, loop)
+        for a in list(node.bases) + list(node.keywords):
+            self.walk(a, scope, loop)
+        self.walk(node.body, cls, None)
+        _read_class_fields(self.m, cls, node, scope)
+
+    # ---- imports ----------------------------------------------------------------------------
+
+    def on_import(self, node: cst.Import, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        for alias in node.names:
+            full = _module_name(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                scope.imports[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                scope.imports[head] = head
+
+    def on_importfrom(self, node: cst.ImportFrom, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        mod = _module_name(node.module) if node.module is not None else ""
+        prefix = "." * len(node.relative) + mod
+        for alias in node.names:
+            name = _module_name(alias.name)
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            scope.imports[local] = f"{prefix}.{name}" if prefix and not prefix.endswith(".") else f"{prefix}{name}"
+
+    # ---- bindings ---------------------------------------------------------------------------
+
+    def _bind_target(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], scope: Scope,
+                     loop: Optional[LoopInfo]) -> None:
+        if isinstance(target, cst.Name):
+            name = target.value
+            if name in scope.defs and value is not None and not isinstance(value, cst.Lambda):
+                del scope.defs[name]
+            scope.assigned.setdefault(name, []).append(value)
+            scope.bind_order.setdefault(name, []).append(self.counter)
+            scope.bind_loops.setdefault(name, []).append(loop)
+            if loop is not None:
+                loop.bound.setdefault(name, []).append(value)
+                scope.loop_bound.add(name)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                inner = el.value
+                self._bind_target(inner, None, scope, loop)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, None, scope, loop)
+
+    def _event(self, scope: Scope, target: cst.BaseExpression, value: Optional[cst.BaseExpression], how: str) -> None:
+        if isinstance(scope, FunctionInfo):
+            scope.events.append((target, value, how))
+
+    def on_assign(self, node: cst.Assign, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.walk(node.value, scope, loop)
+        for t in node.targets:
+            self._bind_target(t.target, node.value, scope, loop)
+            self._event(scope, t.target, node.value, "=")
+            if not isinstance(t.target, cst.Name):
+                self.walk(t.target, scope, loop)
+        if isinstance(node.value, cst.Lambda) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            fn = self.m.fn_of_node.get(id(node.value))
+            if fn is not None:
+                fn.name = node.targets[0].target.value
+                fn.qualname = fn.name if scope is self.m.root else f"{scope.qualname}.{fn.name}"
+                scope.defs[fn.name] = fn
+
+    def on_annassign(self, node: cst.AnnAssign, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if node.value is not None:
+            self.walk(node.value, scope, loop)
+            self._bind_target(node.target, node.value, scope, loop)
+            self._event(scope, node.target, node.value, "=")
+        if not isinstance(node.target, cst.Name):
+            self.walk(node.target, scope, loop)
+
+    def on_augassign(self, node: cst.AugAssign, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.walk(node.value, scope, loop)
+        if isinstance(node.target, cst.Name):
+            scope.assigned.setdefault(node.target.value, []).append(None)
+            scope.bind_order.setdefault(node.target.value, []).append(self.counter)
+            scope.bind_loops.setdefault(node.target.value, []).append(loop)
+            if loop is not None:
+                scope.loop_bound.add(node.target.value)
+                loop.bound.setdefault(node.target.value, []).append(None)
+        else:
+            self.walk(node.target, scope, loop)
+        self._event(scope, node.target, node.value, "aug")
+
+    def on_namedexpr(self, node: cst.NamedExpr, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.walk(node.value, scope, loop)
+        fscope = scope.function_scope() or self.m.root
+        self._bind_target(node.target, node.value, fscope, loop)
+        self._event(fscope, node.target, node.value, "=")
+
+    def on_for(self, node: cst.For, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.walk(node.iter, scope, loop)
+        inner = LoopInfo(node, loop, scope)
+        self._bind_target(node.target, None, scope, inner)
+        self._event(scope, node.target, node.iter, "for")
+        if not isinstance(node.target, (cst.Name, cst.Tuple, cst.List)):
+            self.walk(node.target, scope, inner)
+        self.walk(node.body, scope, inner)
+        if node.orelse is not None:
+            self.walk(node.orelse, scope, loop)
+
+    def on_while(self, node: cst.While, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        inner = LoopInfo(node, loop, scope)
+        self._mark_test(node.test)
+        self.walk(node.test, scope, inner)
+        self.walk(node.body, scope, inner)
+        if node.orelse is not None:
+            self.walk(node.orelse, scope, loop)
+
+    def on_comprehension(self, node: cst.BaseComp, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        # The first iterable is evaluated outside the comprehension; the rest runs once per element.
+        first = node.for_in
+        self.walk(first.iter, scope, loop)
+        inner = LoopInfo(node, loop, scope)
+        comp: Optional[cst.CompFor] = first
+        while comp is not None:
+            if comp is not first:
+                self.walk(comp.iter, scope, inner)
+            self._bind_target(comp.target, None, scope, None)
+            self._event(scope, comp.target, comp.iter, "for")
+            for cond in comp.ifs:
+                self._mark_test(cond.test)
+                if type(cond) in self.m._wanted:
+                    self.m.records.append(Record(cond, scope, inner, frozenset(), self.top))
+                self.walk(cond.test, scope, inner)
+            comp = comp.inner_for_in
+        if isinstance(node, cst.DictComp):
+            self.walk(node.key, scope, inner)
+            self.walk(node.value, scope, inner)
+        else:
+            self.walk(node.elt, scope, inner)
+
+    def on_with(self, node: cst.With, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        for item in node.items:
+            self.walk(item.item, scope, loop)
+            if item.asname is not None:
+                self._bind_target(item.asname.name, item.item, scope, loop)
+                self._event(scope, item.asname.name, item.item, "with")
+        self.walk(node.body, scope, loop)
+
+    def on_excepthandler(self, node: cst.ExceptHandler, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if node.type is not None:
+            self.walk(node.type, scope, loop)
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            scope.assigned.setdefault(node.name.name.value, []).append(None)
+        self.walk(node.body, scope, loop)
+
+    def on_global(self, node: cst.Global, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        scope.declared_global.update(n.name.value for n in node.names)
+
+    def on_nonlocal(self, node: cst.Nonlocal, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        scope.declared_nonlocal.update(n.name.value for n in node.names)
+
+    # ---- tests and calls --------------------------------------------------------------------
+
+    def _mark_test(self, expr: cst.BaseExpression) -> None:
+        self.m.test_nodes.add(id(expr))
+        if isinstance(expr, cst.BooleanOperation):
+            self._mark_test(expr.left)
+            self._mark_test(expr.right)
+        elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            self._mark_test(expr.expression)
+        elif isinstance(expr, cst.Call) and dotted(expr.func) == "bool" and len(expr.args) == 1:
+            self._mark_test(expr.args[0].value)
+
+    def on_if(self, node: cst.If, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if isinstance(node.orelse, cst.If):
+            self.m.elif_nodes.add(id(node.orelse))
+        self._mark_test(node.test)
+        self.walk(node.test, scope, loop)
+        saved = self.guards
+        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test)
+        self.walk(node.body, scope, loop)
+        self.guards = saved
+        if node.orelse is not None:
+            self.walk(node.orelse, scope, loop)
+
+    def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self._mark_test(node.test)
+        for child in (node.test, node.body, node.orelse):
+            self.walk(child, scope, loop)
+
+    def on_assert(self, node: cst.Assert, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self._mark_test(node.test)
+        self.walk(node.test, scope, loop)
+        if node.msg is not None:
+            self.walk(node.msg, scope, loop)
+
+    def on_booleanoperation(self, node: cst.BooleanOperation, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        for side in (node.left, node.right):
+            if isinstance(side, cst.BooleanOperation):
+                self.m.nested_boolops.add(id(side))
+            self.walk(side, scope, loop)
+
+    def on_subscript(self, node: cst.Subscript, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        if isinstance(node.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and isinstance(node.slice[0].slice.value, cst.Name) and isinstance(scope, FunctionInfo):
+            scope.key_subscripts.add((node.value.value, node.slice[0].slice.value.value))
+        for child in iter_children(node):
+            self.walk(child, scope, loop)
+
+    def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        self.m.call_order[id(node)] = self.counter
+        if isinstance(node.func, cst.Call):
+            self.m.applied_calls.add(id(node.func))
+            self.m.applied_parent[id(node.func)] = node
+        elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call) \
+                and node.func.attr.value in ("lower", "trace", "eval_shape"):
+            self.m.applied_parent[id(node.func.value)] = node  # jax.jit(f).lower(args): f receives args
+        if isinstance(scope, FunctionInfo):
+            scope.calls.append(node)
+        self.m.all_calls.append((node, scope, loop))
+        self.walk(node.func, scope, loop)
+        for a in node.args:
+            self.walk(a.value, scope, loop)
+
+
+_HANDLERS = {
+    cst.FunctionDef: _Builder.on_functiondef,
+    cst.Lambda: _Builder.on_lambda,
+    cst.ClassDef: _Builder.on_classdef,
+    cst.Import: _Builder.on_import,
+    cst.ImportFrom: _Builder.on_importfrom,
+    cst.Assign: _Builder.on_assign,
+    cst.AnnAssign: _Builder.on_annassign,
+    cst.AugAssign: _Builder.on_augassign,
+    cst.NamedExpr: _Builder.on_namedexpr,
+    cst.For: _Builder.on_for,
+    cst.While: _Builder.on_while,
+    cst.ListComp: _Builder.on_comprehension,
+    cst.SetComp: _Builder.on_comprehension,
+    cst.DictComp: _Builder.on_comprehension,
+    cst.GeneratorExp: _Builder.on_comprehension,
+    cst.With: _Builder.on_with,
+    cst.ExceptHandler: _Builder.on_excepthandler,
+    cst.Global: _Builder.on_global,
+    cst.Nonlocal: _Builder.on_nonlocal,
+    cst.If: _Builder.on_if,
+    cst.IfExp: _Builder.on_ifexp,
+    cst.Assert: _Builder.on_assert,
+    cst.Call: _Builder.on_call,
+    cst.Subscript: _Builder.on_subscript,
+    cst.BooleanOperation: _Builder.on_booleanoperation,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Registered pytree classes and their static (aux data) fields.
+
+_REGISTER_CALLS = frozenset({
+    "jax.tree_util.register_dataclass", "jax.tree_util.register_pytree_node_class",
+    "jax.tree_util.register_pytree_node", "jax.tree_util.register_pytree_with_keys",
+    "jax.tree_util.register_pytree_with_keys_class", "jax.tree_util.register_static",
+})
+
+
+def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether a class-body default such as `field(pytree_node=False)` declares an aux-data field."""
+    if not isinstance(value, cst.Call):
+        return False
+    qual = model.resolve(value.func, scope) or dotted(value.func) or ""
+    last = qual.rsplit(".", 1)[-1]
+    if last == "static_field":  # jax-md's dataclasses.static_field(), equinox's old spelling
+        return True
+    if last not in ("field", "Field"):
+        return False
+    for a in value.args:
+        kw = a.keyword.value if a.keyword is not None else None
+        if kw == "pytree_node" and _is_const(a.value, "False"):
+            return True
+        if kw == "static" and _is_const(a.value, "True"):
+            return True
+        if kw == "metadata" and isinstance(a.value, cst.Dict):
+            for el in a.value.elements:
+                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+                    key = el.key.evaluated_value
+                    if (key == "static" and _is_const(el.value, "True")) or \
+                            (key == "pytree_node" and _is_const(el.value, "False")):
+                        return True
+    return False
+
+
+def _register_options(model: "ModuleModel", cls: ClassInfo, call: cst.Call, scope: Scope, first: int) -> None:
+    """`register_dataclass(Cls, data_fields=[...], meta_fields=[...])` (or as a decorator)."""
+    for i, a in enumerate(call.args):
+        kw = a.keyword.value if a.keyword is not None else None
+        if kw is None and i - first == 1:
+            kw = "data_fields"
+        elif kw is None and i - first == 2:
+            kw = "meta_fields"
+        if kw in ("meta_fields", "data_fields"):
+            names = _literal_values(a.value, _str_leaf)
+            if names is not None:
+                (cls.static_fields if kw == "meta_fields" else cls.fields).update(names)
+
+
+def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
+    """`self.x` attributes returned in the aux part of a flatten function: `return children, (self.a,)`."""
+    out: set[str] = set()
+    if not isinstance(fn.node, cst.FunctionDef):
+        return out
+    for stmt in _returns(fn.node.body):
+        value = stmt.value
+        if isinstance(value, cst.Tuple) and len(value.elements) == 2:
+            aux = value.elements[1].value
+            parts = [el.value for el in aux.elements] if isinstance(aux, (cst.Tuple, cst.List)) else [aux]
+            for part in parts:
+                if isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value == owner:
+                    out.add(part.attr.value)
+    return out
+
+
+def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef, scope: Scope) -> None:
+    for stmt in node.body.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    cls.fields.add(small.target.value)
+                    if small.value is not None and _field_is_static(model, small.value, cls):
+                        cls.static_fields.add(small.target.value)
+    for d in node.decorators:
+        expr = d.decorator
+        call = expr if isinstance(expr, cst.Call) else None
+        qual = model.resolve(call.func if call is not None else expr, scope)
+        first = 0
+        if qual == "functools.partial" and call is not None and call.args:
+            qual = model.resolve(call.args[0].value, scope)
+            first = 0  # partial(register_dataclass, data_fields=..., meta_fields=...): keywords only
+        if qual in _REGISTER_CALLS or qual in PYTREE_CLASS_DECORATORS:
+            cls.pytree = True
+            if call is not None:
+                _register_options(model, cls, call, scope, first if qual != "functools.partial" else 0)
+            if qual == "jax.tree_util.register_static":
+                cls.static_fields.update(cls.fields)
+    if any(d in PYTREE_CLASS_DECORATORS for d in cls.decorators):
+        cls.pytree = True
+    if any(b in PYTREE_BASES or b in ("typing.NamedTuple", "NamedTuple")
+           or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
+           for b in cls.bases):
+        cls.pytree = True
+    for b in cls.bases:  # a subclass of a registered pytree class of this module is one too
+        base = model.root.classes.get(b)
+        if base is not None and base is not cls and base.pytree:
+            cls.pytree = True
+            cls.fields |= base.fields
+            cls.static_fields |= base.static_fields
+    flatten = cls.defs.get("tree_flatten")
+    if flatten is not None:
+        cls.static_fields |= _flatten_aux(flatten)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 2: which functions are traced, with which parameters traced, to a fixed point.
+
+
+def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
+    """Names that a true `e` proves to be Python scalars: `isinstance(n, int)` (and conjunctions)."""
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+        return _scalar_guard_names(e.left) | _scalar_guard_names(e.right)
+    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2:
+        kinds = e.args[1].value
+        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        subject = e.args[0].value
+        if isinstance(subject, cst.Name) and all(dotted(n) in _PY_SCALARS for n in names):
+            return frozenset({subject.value})
+        # `isinstance(x[0], np.ndarray)` is false for a tracer: the branch never runs under a trace.
+        while isinstance(subject, (cst.Subscript, cst.Attribute)):
+            subject = subject.value
+        if isinstance(subject, cst.Name) and all(dotted(n) in _NUMPY_ARRAY_TYPES for n in names):
+            return frozenset({subject.value})
+    return frozenset()
+
+
+def _scalar_items(expr: cst.BaseExpression) -> bool:
+    """`tuple[str, ...]`, `Sequence[int] | None`: a container annotation whose items are Python scalars."""
+    if isinstance(expr, cst.BinaryOperation):
+        return _scalar_items(expr.left) and _is_const(expr.right, "None")
+    if not isinstance(expr, cst.Subscript):
+        return False
+    for el in expr.slice:
+        item = el.slice.value if isinstance(el.slice, cst.Index) else None
+        if isinstance(item, cst.Ellipsis):
+            continue
+        if item is None or dotted(item) not in ("str", "int", "float", "bool"):
+            return False
+    return True
+
+
+def _none_tests(e: cst.BaseExpression) -> frozenset[str]:
+    """`if x is None:` → {"none:x"}: the branch runs only when `x` was not given."""
+    if isinstance(e, cst.Comparison) and isinstance(e.left, cst.Name) and len(e.comparisons) == 1 \
+            and isinstance(e.comparisons[0].operator, cst.Is) and _is_const(e.comparisons[0].comparator, "None"):
+        return frozenset({f"none:{e.left.value}"})
+    return frozenset()

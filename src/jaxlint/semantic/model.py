@@ -1,0 +1,385 @@
+"""ModuleModel: the facade rules ask about one module, built once per file."""
+# One walk over the libcst tree collects scopes, imports, bindings, calls and the nodes rules want; then
+# pure bookkeeping (no further tree walks) decides which functions are traced, with which parameters
+# static, following transforms, control-flow bodies and helper calls to a fixed point. Rules only ask.
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..jaxapi import (
+    PALLAS_PACKAGES,
+    PALLAS_REF_CALLS,
+    TRANSFORMS,
+    Transform,
+)
+from ..syntax import _returns, dotted, iter_children
+from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options
+from .frameworks import Frameworks
+from .scopes import CallableRef, ClassInfo, FunctionInfo, LoopInfo, Record, Scope
+from .traced import _Tracer, ExternalCall, _dead, _pallas_refs
+from .values import Values
+
+
+class ModuleModel:
+    """Everything rules may ask about one module."""
+
+    def __init__(self, module: cst.Module, path: str = "<string>", wanted: frozenset[type] = frozenset(),
+                 extra_transforms: Optional[dict[str, Transform]] = None,
+                 external: Optional[list["ExternalCall"]] = None) -> None:
+        self.module = module
+        self.path = path
+        self.transforms = dict(TRANSFORMS)
+        if extra_transforms:
+            self.transforms.update(extra_transforms)
+        self.root = Scope("module", "<module>", "", None, module)
+        self.functions: list[FunctionInfo] = []
+        self.fn_of_node: dict[int, FunctionInfo] = {}
+        self.records: list[Record] = []
+        self.test_nodes: set[int] = set()
+        self.elif_nodes: set[int] = set()
+        self.nested_boolops: set[int] = set()
+        self.all_calls: list[tuple[cst.Call, Scope, Optional[LoopInfo]]] = []
+        self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
+        self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
+        self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
+        self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
+        self.summaries_final = False
+        self._returns: dict[int, bool] = {}
+        self._returns_busy: set[int] = set()
+        self._wanted = wanted
+        self._aliasing: set[str] = set()
+        self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
+        self.frameworks = Frameworks(self)
+        _Builder(self).build()
+        self._register_classes()
+        _Tracer(self).run(external or [])
+
+    # ---- names ------------------------------------------------------------------------------
+
+    def resolve(self, expr: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        """The qualified name an expression refers to through imports (`jnp.sum` -> `jax.numpy.sum`).
+
+        Unbound names resolve to `builtins.<name>`; names bound locally to anything but an import
+        resolve to None.
+        """
+        name = dotted(expr)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        qual = self._resolve_head(head, scope)
+        if qual is None:
+            return None
+        return f"{qual}.{rest}" if rest else qual
+
+    def _resolve_head(self, head: str, scope: Scope) -> Optional[str]:
+        s: Optional[Scope] = scope
+        first = True
+        while s is not None:
+            if isinstance(s, ClassInfo) and not first:
+                s = s.parent  # class bodies are not visible from methods
+                continue
+            first = False
+            if isinstance(s, FunctionInfo) and (head in s.declared_global):
+                s = self.root
+                continue
+            if head in s.imports and head not in s.defs and head not in s.classes:
+                return s.imports[head]
+            if s.binds(head) or (isinstance(s, FunctionInfo) and s.param(head) is not None):
+                if s is self.root and head in s.assigned and len(s.assigned[head]) == 1:
+                    value = s.assigned[head][0]
+                    if value is not None and dotted(value) and head not in self._aliasing:
+                        self._aliasing.add(head)  # module-level alias: jit = jax.jit
+                        try:
+                            return self.resolve(value, self.root)
+                        finally:
+                            self._aliasing.discard(head)
+                return None
+            s = s.parent
+        return f"builtins.{head}"
+
+    def lookup_function(self, name: str, scope: Scope) -> Optional[FunctionInfo]:
+        s: Optional[Scope] = scope
+        first = True
+        while s is not None:
+            if isinstance(s, ClassInfo) and not first:
+                s = s.parent
+                continue
+            first = False
+            if name in s.defs:
+                return s.defs[name]
+            if s.binds(name) or (isinstance(s, FunctionInfo) and s.param(name) is not None):
+                return None
+            s = s.parent
+        return None
+
+    def resolve_callable(self, expr: cst.BaseExpression, scope: Scope,
+                         call: Optional[cst.Call] = None) -> Optional[CallableRef]:
+        """Resolve an expression used as a callable to a def or lambda of this module (`call`, when
+        given, is the call it heads: linen's `apply(..., method=...)` names the method there)."""
+        if isinstance(expr, cst.Lambda):
+            fn = self.fn_of_node.get(id(expr))
+            return CallableRef(fn) if fn else None
+        if isinstance(expr, cst.Name):
+            fn = self.lookup_function(expr.value, scope)
+            return CallableRef(fn) if fn else self.frameworks.callable_of(expr, scope, call)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            owner = expr.value.value
+            fscope = scope.function_scope()
+            if fscope is not None and fscope.cls is not None and fscope.is_method and fscope.params \
+                    and fscope.params[0].name == owner:
+                fn = fscope.cls.defs.get(expr.attr.value)
+                if fn is not None:
+                    return CallableRef(fn, offset=1, receiver=expr.value) if fn.is_method else CallableRef(fn)
+            cls = self.root.classes.get(owner)
+            if cls is not None:
+                fn = cls.defs.get(expr.attr.value)
+                if fn is not None:
+                    return CallableRef(fn)
+            return self.frameworks.callable_of(expr, scope, call)
+        if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) == "functools.partial" and expr.args:
+            inner = self.resolve_callable(expr.args[0].value, scope)
+            if inner is None:
+                return None
+            positional = sum(1 for a in expr.args[1:] if a.keyword is None and not a.star)
+            keywords = frozenset(a.keyword.value for a in expr.args[1:] if a.keyword is not None)
+            taken = min(positional, inner.lead)  # partial(model.apply, variables) binds the leading ones first
+            return CallableRef(inner.fn, inner.offset + positional - taken, inner.bound_names | keywords,
+                               inner.lead - taken, inner.receiver)
+        return self.frameworks.callable_of(expr, scope, call)
+
+    def transform_of(self, expr: cst.BaseExpression, scope: Scope) -> Optional[tuple[Transform, dict[str, cst.BaseExpression]]]:
+        """If `expr` names a JAX transform (`jax.jit`, `partial(jax.jit, static_argnums=1)`,
+        `jax.jit(static_argnames=...)`), the transform and its keyword options."""
+        qual = self.resolve(expr, scope)
+        if qual is not None:
+            t = self.transforms.get(qual)
+            return (t, {}) if t else None
+        if isinstance(expr, cst.Call):
+            fq = self.resolve(expr.func, scope)
+            if fq == "functools.partial" and expr.args:
+                inner = self.transform_of(expr.args[0].value, scope)
+                if inner is not None and all(a.keyword is not None for a in expr.args[1:]):
+                    opts = dict(inner[1])
+                    opts.update({a.keyword.value: a.value for a in expr.args[1:] if a.keyword is not None})
+                    return inner[0], opts
+                return None
+            if fq is not None and fq in self.transforms and all(a.keyword is not None for a in expr.args):
+                return self.transforms[fq], {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
+        return None
+
+    # ---- classes ----------------------------------------------------------------------------
+
+    def _register_classes(self) -> None:
+        """Module-level `register_dataclass(Cls, ...)` / `register_pytree_node(Cls, flatten, unflatten)`."""
+        for call, scope, _loop in self.all_calls:
+            if scope is not self.root or not call.args:
+                continue
+            qual = self.resolve(call.func, scope)
+            if qual not in _REGISTER_CALLS:
+                continue
+            first = call.args[0].value
+            cls = self.root.classes.get(first.value) if isinstance(first, cst.Name) else None
+            if cls is None:
+                continue
+            cls.pytree = True
+            _register_options(self, cls, call, scope, 0)
+            if qual in ("jax.tree_util.register_pytree_node", "jax.tree_util.register_pytree_with_keys") \
+                    and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
+                flatten = self.root.defs.get(call.args[1].value.value)
+                if flatten is not None and flatten.params and isinstance(flatten.node, cst.FunctionDef):
+                    cls.static_fields |= _flatten_aux(flatten, flatten.params[0].name)
+        names: set[str] = set()
+        data: set[str] = set()
+        for c in self._all_classes():
+            names |= c.static_fields
+            data |= c.fields - c.static_fields
+        self.static_field_names = frozenset(names - data)
+
+    def _all_classes(self) -> Iterator[ClassInfo]:
+        stack: list[Scope] = [self.root]
+        stack.extend(self.functions)
+        seen: set[int] = set()
+        while stack:
+            s = stack.pop()
+            for c in s.classes.values():
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    yield c
+                    stack.append(c)
+
+    def class_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[ClassInfo]:
+        """The class of this module an expression's value is an instance of, where the code says so:
+        `self` in a method, a parameter annotated with the class."""
+        if not isinstance(expr, cst.Name):
+            return None
+        s: Optional[Scope] = fn
+        while isinstance(s, FunctionInfo):
+            p = s.param(expr.value)
+            if p is not None:
+                if s.is_method and s.cls is not None and p is s.params[0]:
+                    return s.cls
+                return self.root.classes.get(p.annotation) if p.annotation else None
+            if expr.value in s.local_names:
+                return None
+            s = s.parent
+        return None
+
+    def is_static_field(self, obj: cst.BaseExpression, attr: str, fn: "FunctionInfo") -> bool:
+        """Whether `obj.attr` reads an aux-data field of a registered pytree: a Python value, not a leaf."""
+        cls = self.class_of(obj, fn)
+        if cls is not None and (cls.fields or cls.static_fields):
+            return attr in cls.static_fields
+        return attr in self.static_field_names
+
+    # ---- function summaries -----------------------------------------------------------------
+
+    def returns_traced(self, fn: "FunctionInfo") -> bool:
+        """Whether a traced function's return value carries tracers, given what its callers pass."""
+        key = id(fn)
+        if key in self._returns:
+            return self._returns[key]
+        if key in self._returns_busy:
+            return False  # recursion: the other returns decide
+        node = fn.node
+        if isinstance(node, cst.Lambda):
+            exprs: list[cst.BaseExpression] = [node.body]
+        elif isinstance(node, cst.FunctionDef):
+            exprs = [r.value for r in _returns(node.body) if r.value is not None]
+        else:
+            return True
+        self._returns_busy.add(key)
+        try:
+            values = Values(self, fn)
+            out = any(values.traced(x) for x in exprs)
+        finally:
+            self._returns_busy.discard(key)
+        if self.summaries_final:
+            self._returns[key] = out
+        return out
+
+    def summarised_callee(self, call: cst.Call, fn: "FunctionInfo") -> Optional["FunctionInfo"]:
+        """The traced function of this module a call runs, when its summary can answer for it."""
+        if isinstance(call.func, cst.Call):
+            return None
+        ref = self.resolve_callable(call.func, fn)
+        if ref is None or not ref.fn.traced or ref.fn is fn or not isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)):
+            return None
+        if ref.fn.decorators and any(self.transform_of(d.decorator, ref.fn.parent or self.root) for d in ref.fn.decorators):
+            return None  # a transformed function's result is whatever the transform returns
+        return ref.fn
+
+    # ---- questions rules ask ----------------------------------------------------------------
+
+    def traced_function(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional[FunctionInfo]:
+        """The innermost function around a node, if JAX traces it (and the node's branch can run traced)."""
+        fn = scope.function_scope()
+        if fn is None or not fn.traced or _dead(fn, guards):
+            return None
+        return fn
+
+    def is_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
+        values = self.values(scope, guards)
+        return values is not None and values.traced(expr)
+
+    def is_test(self, node: cst.CSTNode) -> bool:
+        """Whether the node is (part of the boolean skeleton of) an if/while/assert/ternary test."""
+        return id(node) in self.test_nodes
+
+    def truth_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
+        """Whether a truth test of `expr` (if/while/and/or/not) would call bool() on a tracer."""
+        values = self.values(scope, guards)
+        return values is not None and values.truth_traced(expr)
+
+    def local_name_for(self, module: str) -> Optional[str]:
+        """The module-level name bound to `import module` (as written: `jax`, or `J` for `import jax as J`)."""
+        for local, qual in self.root.imports.items():
+            if qual == module:
+                return local
+        return None
+
+    def values(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional["Values"]:
+        """The traced-value oracle of the traced function around `scope`, or None outside traced code."""
+        fn = scope.function_scope()
+        if fn is None or not fn.traced:
+            return None
+        if _dead(fn, guards):
+            return None
+        values = Values(self, fn)
+        values._static_override = set(guards)
+        return values
+
+    def is_local(self, name: str, scope: Scope) -> bool:
+        fn = scope.function_scope()
+        return fn is not None and name in fn.local_names
+
+    def reads_directly(self, fn: "FunctionInfo", name: str) -> bool:
+        """Whether `fn`'s own body (not its nested functions) reads `name`, other than as the object of
+        a store (`xs[i] = v`, `xs.append(v)` alone on a line)."""
+        stack: list[cst.CSTNode] = [fn.node.body] if fn.node is not None else []  # type: ignore[attr-defined]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                if n.value == name:
+                    return True
+                continue
+            if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Del)):
+                target = n.target
+                while isinstance(target, (cst.Subscript, cst.Attribute)):
+                    if isinstance(target, cst.Subscript):
+                        stack.extend(iter_children(target.slice[0]) if len(target.slice) == 1 else target.slice)
+                    target = target.value
+                if isinstance(n, (cst.AugAssign, cst.AnnAssign)) and n.value is not None:
+                    stack.append(n.value)
+                continue
+            if isinstance(n, cst.Expr) and isinstance(n.value, cst.Call) and isinstance(n.value.func, cst.Attribute):
+                stack.extend(a.value for a in n.value.args)
+                recv = n.value.func.value
+                if not (isinstance(recv, cst.Name) and recv.value == name):
+                    stack.append(recv)
+                continue
+            stack.extend(iter_children(n))
+        return False
+
+    # ---- Pallas refs -------------------------------------------------------------------------
+
+    def is_pallas_ref_api(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether `expr` names a Pallas call whose callable receives refs (`pl.pallas_call`,
+        `pltpu.emit_pipeline`, `pl.run_scoped`…), bare or as `functools.partial(pl.pallas_call, …)`."""
+        if isinstance(expr, cst.Call):
+            if self.resolve(expr.func, scope) != "functools.partial" or not expr.args:
+                return False
+            expr = expr.args[0].value
+        q = self.resolve(expr, scope)
+        return q is not None and q.startswith(PALLAS_PACKAGES) and q.rsplit(".", 1)[-1] in PALLAS_REF_CALLS
+
+    def is_ref(self, name: str, scope: Scope) -> bool:
+        """Whether `name`, seen from `scope`, is bound to a Pallas `Ref`: a parameter of a function handed
+        to `pallas_call`/`emit_pipeline`/`run_scoped` (scratch refs included), a parameter that receives such
+        a ref from a call in this module, or a local bound only to a view of one (`o_ref.at[0]`)."""
+        if self._refs is None:
+            self._refs = {}
+            _pallas_refs(self, self._refs)
+        owner = self.owner_of(name, scope)
+        return isinstance(owner, FunctionInfo) and name in self._refs.get(id(owner), ())
+
+    def owner_of(self, name: str, scope: Scope) -> Optional[Scope]:
+        """The scope that binds `name` as seen from `scope` (module scope for globals), or None if unbound."""
+        fn = scope.function_scope()
+        if fn is not None and name in fn.declared_global:
+            return self.root if self.root.binds(name) else None
+        s: Optional[Scope] = fn if fn is not None else scope
+        while s is not None:
+            if isinstance(s, ClassInfo):
+                s = s.parent
+                continue
+            if s.binds(name) or (isinstance(s, FunctionInfo) and s.param(name) is not None):
+                if isinstance(s, FunctionInfo) and name in s.declared_nonlocal:
+                    s = s.parent
+                    continue
+                return s
+            s = s.parent
+        return None

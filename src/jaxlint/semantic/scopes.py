@@ -1,0 +1,150 @@
+"""The records the model keeps: scopes, classes, functions, parameters, loops, bindings, callable references."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from ..findings import TraceTarget
+
+
+# ---------------------------------------------------------------------------------------------
+# Scopes
+
+
+@dataclass
+class Param:
+    name: str
+    index: Optional[int]  # position among positional parameters, None for keyword-only/star
+    annotation: Optional[str]
+    has_default: bool
+    default: Optional[cst.BaseExpression]
+    star: str = ""  # "", "*" or "**"
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: str  # module | class | function
+    name: str
+    qualname: str
+    parent: Optional["Scope"]
+    node: Optional[cst.CSTNode] = None
+    imports: dict[str, str] = field(default_factory=dict)
+    defs: dict[str, "FunctionInfo"] = field(default_factory=dict)
+    classes: dict[str, "ClassInfo"] = field(default_factory=dict)
+    # name -> value expressions assigned to it (None where the value is not a plain expression)
+    assigned: dict[str, list[Optional[cst.BaseExpression]]] = field(default_factory=dict)
+    declared_global: set[str] = field(default_factory=set)
+    declared_nonlocal: set[str] = field(default_factory=set)
+    # name -> source-order stamps of its bindings in this scope (for "rebound after the def")
+    bind_order: dict[str, list[int]] = field(default_factory=dict)
+    bind_loops: dict[str, list[Optional["LoopInfo"]]] = field(default_factory=dict)  # the loop of each binding
+    loop_bound: set[str] = field(default_factory=set)  # names rebound by a loop in this scope
+    order: int = 0  # source-order stamp of the scope's definition
+
+    def binds(self, name: str) -> bool:
+        return name in self.assigned or name in self.defs or name in self.classes or name in self.imports
+
+    def function_scope(self) -> Optional["FunctionInfo"]:
+        s: Optional[Scope] = self
+        while s is not None and not isinstance(s, FunctionInfo):
+            s = s.parent
+        return s
+
+
+@dataclass(eq=False)
+class ClassInfo(Scope):
+    bases: list[str] = field(default_factory=list)
+    decorators: list[str] = field(default_factory=list)
+    # Registered pytrees: annotated fields, and those that are aux data (static Python values, not
+    # leaves): `field(metadata={"static": True})`, `struct.field(pytree_node=False)`,
+    # `eqx.field(static=True)`, `static_field()`, `meta_fields=[...]`, a `tree_flatten`'s aux part.
+    fields: set[str] = field(default_factory=set)
+    static_fields: set[str] = field(default_factory=set)
+    pytree: bool = False
+
+
+@dataclass(eq=False)
+class FunctionInfo(Scope):
+    params: list[Param] = field(default_factory=list)
+    is_method: bool = False  # first parameter is self/cls
+    cls: Optional[ClassInfo] = None
+    loop_at_def: Optional["LoopInfo"] = None
+    decorators: list[cst.Decorator] = field(default_factory=list)
+    # Binding events in this function body: (target, value, how) — how is "=", "aug", "for", "with", "walrus".
+    events: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression], str]] = field(default_factory=list)
+    calls: list[cst.Call] = field(default_factory=list)
+    # Trace state, filled in by the model.
+    traced: bool = False
+    abstract: bool = False
+    cached: bool = False
+    transforms: set[str] = field(default_factory=set)
+    traced_params: set[str] = field(default_factory=set)
+    # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
+    declared_static: set[str] = field(default_factory=set)
+    # Where a transform is applied to this function: (scope, source-order stamp); -1 for a decorator.
+    trace_sites: set[tuple[Scope, int]] = field(default_factory=set)
+    # Parameters every traced call site gives a value other than None (None until a site is seen).
+    passed: Optional[set[str]] = None
+    # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
+    # value passed straight on): their attributes are leaves, hence traced. Other traced objects may
+    # be mixed Python objects whose attributes are configuration.
+    pytree_params: set[str] = field(default_factory=set)
+    pytree_names: set[str] = field(default_factory=set)
+    traced_names: set[str] = field(default_factory=set)
+    container_names: set[str] = field(default_factory=set)
+    dict_names: set[str] = field(default_factory=set)  # names holding dicts: iterating them gives keys
+    key_subscripts: set[tuple[str, str]] = field(default_factory=set)  # (d, k) for each `d[k]` in the body
+    target: Optional[TraceTarget] = None
+    top: Optional[int] = None  # index of the enclosing top-level statement
+
+    @property
+    def local_names(self) -> set[str]:
+        names = {p.name for p in self.params}
+        names.update(self.assigned, self.defs, self.classes, self.imports)
+        return names - self.declared_global - self.declared_nonlocal
+
+    def param(self, name: str) -> Optional[Param]:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+
+@dataclass(eq=False)
+class LoopInfo:
+    node: cst.CSTNode  # For, While, or a comprehension
+    parent: Optional["LoopInfo"]
+    scope: Scope
+    # names bound inside the loop body (assignments), with their values
+    bound: dict[str, list[Optional[cst.BaseExpression]]] = field(default_factory=dict)
+
+    def encloses(self, other: Optional["LoopInfo"]) -> bool:
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent
+        return False
+
+
+@dataclass
+class Record:
+    """A node some rule wants to see, with where it sits."""
+
+    node: cst.CSTNode
+    scope: Scope
+    loop: Optional[LoopInfo]
+    guards: frozenset[str] = frozenset()  # names proven Python scalars by enclosing `if isinstance(...)`
+    top: Optional[int] = None  # index of the enclosing top-level statement (None: the module itself)
+
+
+@dataclass
+class CallableRef:
+    """A callable expression resolved to a function of this module."""
+
+    fn: FunctionInfo
+    offset: int = 0  # leading parameters already bound (self of a bound method, partial's positional args)
+    bound_names: frozenset[str] = frozenset()  # parameters bound by partial keywords
+    lead: int = 0  # leading call arguments the function does not receive (`variables` of linen's `apply`)
+    receiver: Optional[cst.BaseExpression] = None  # the instance a method is called on, when it is an argument

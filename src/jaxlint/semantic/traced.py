@@ -1,0 +1,625 @@
+"""Which functions JAX traces and which of their parameters are static, found to a fixed point."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from ..findings import TraceTarget
+from ..jaxapi import (
+    CALLBACKS,
+    LAX_BODIES,
+    NON_ARRAY_ANNOTATIONS,
+    TREE_MAPS,
+    Transform,
+)
+from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf
+from .scopes import CallableRef, FunctionInfo, Param, Scope
+from .values import Values
+
+if TYPE_CHECKING:
+    from .model import ModuleModel
+
+
+def _pallas_refs(m: ModuleModel, refs: dict[int, set[str]]) -> None:
+    """Fill `refs` with the names bound to Pallas refs, per function (by id): seeded by the callables handed
+    to Pallas, then followed through calls that pass a ref on and through locals bound to views of a ref."""
+
+    def add(fn: FunctionInfo, names: set[str]) -> bool:
+        have = refs.setdefault(id(fn), set())
+        new = names - have
+        have |= new
+        return bool(new)
+
+    for fn in m.functions:  # @functools.partial(pl.pallas_call, out_shape=…) on the kernel itself
+        outer = fn.parent or m.root
+        if any(m.is_pallas_ref_api(d.decorator, outer) for d in fn.decorators):
+            add(fn, {p.name for p in fn.params})
+    for call, scope, _loop in m.all_calls:
+        target: Optional[cst.BaseExpression] = None
+        if isinstance(call.func, cst.Call) and m.is_pallas_ref_api(call.func, scope):
+            target = call.args[0].value if call.args else None  # partial(pl.pallas_call, …)(kernel)
+        elif m.is_pallas_ref_api(call.func, scope):
+            target = _arg(call, 0, "kernel") or _arg(call, 0, "body") or _arg(call, 0, "f")
+        ref = m.resolve_callable(target, scope) if target is not None else None
+        if ref is not None:
+            positional = [p for p in ref.fn.params if p.index is not None][:ref.offset]
+            add(ref.fn, {p.name for p in ref.fn.params
+                         if p not in positional and p.name not in ref.bound_names and p.star != "**"})
+    for _ in range(10):
+        changed = False
+        for fn in m.functions:
+            for target, value, how in fn.events:  # o = o_ref.at[0]: a view of a ref is a ref
+                if how == "=" and isinstance(target, cst.Name) and value is not None:
+                    root = value
+                    while isinstance(root, (cst.Attribute, cst.Subscript)):
+                        root = root.value
+                    if root is not value and isinstance(root, cst.Name) and root.value != target.value \
+                            and m.is_ref(root.value, fn) and all(
+                                v is not None and isinstance(v, (cst.Attribute, cst.Subscript))
+                                for v in fn.assigned.get(target.value, [])):
+                        changed |= add(fn, {target.value})
+        for call, scope, _loop in m.all_calls:
+            names = [a for a in call.args if not a.star and isinstance(a.value, cst.Name)
+                     and m.is_ref(a.value.value, scope)]
+            if not names:
+                continue
+            ref = m.resolve_callable(call.func, scope)
+            if ref is None:
+                continue
+            args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None,
+                            isinstance(a.value, cst.Name) and m.is_ref(a.value.value, scope) and not a.star, False)
+                    for a in call.args]
+            mapped, _ = _map_args(ref.fn, ref.offset, args)
+            changed |= add(ref.fn, {n for n in mapped if ref.fn.param(n) is not None and ref.fn.param(n).star == ""})
+        if not changed:
+            break
+
+
+class _Tracer:
+    def __init__(self, model: ModuleModel) -> None:
+        self.m = model
+        self.changed = False
+
+    def run(self, external: list["ExternalCall"]) -> None:
+        m = self.m
+        self.seed_external(external, m.path)
+        # Seeds: decorators, transform calls and control-flow bodies anywhere in the module.
+        decorated = []
+        for fn in m.functions:
+            outer = fn.parent or m.root
+            for deco in fn.decorators:
+                got = m.transform_of(deco.decorator, outer)
+                if got is not None:
+                    decorated.append((fn, got))
+                    if got[0].statics == "custom":
+                        fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
+        for fn, (t, opts) in decorated:
+            fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
+            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
+        self.seed_calls()
+        rules = [(c, s) for c, s, _ in m.all_calls
+                 if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
+        rounds = 0
+        while True:
+            self.changed = False
+            before = sum(len(f.traced_names) for f in m.functions)
+            for fn in [f for f in m.functions if f.traced]:
+                Values(m, fn).solve()
+                self.follow_calls(fn)
+            for call, scope in rules:
+                self.seed_derivative_rules(call, scope)
+            rounds += 1
+            # Summaries (a helper's return value) feed back into callers: stop only when nothing moved.
+            moved = sum(len(f.traced_names) for f in m.functions) != before
+            if not (self.changed or moved) or rounds > 50:
+                break
+        m.summaries_final = True
+        for fn in m.functions:
+            if fn.traced and not fn.traced_names:
+                Values(m, fn).solve()
+        self.complete_roots()
+
+    def complete_roots(self) -> None:
+        """A body seeded before its enclosing function was known to be traced has no root yet."""
+        by_name = {f.qualname: f for f in self.m.functions}
+        for fn in self.m.functions:
+            t = fn.target
+            if t is None or t.root is not None or not t.via:
+                continue
+            outer = by_name.get(t.via[0])
+            if outer is not None and outer.target is not None and outer.target.transform != "helper" \
+                    and outer is not fn:
+                fn.target = dataclasses.replace(t, root=outer.target.root or outer.target)
+
+    def seed_calls(self) -> None:
+        m = self.m
+        for call, scope, _loop in m.all_calls:
+            site_fn = scope.function_scope()
+            site_abstract = bool(site_fn is not None and site_fn.traced and site_fn.abstract)
+            site_cached = bool(site_fn is not None and site_fn.traced and site_fn.cached)
+            self.seed_call(call, scope, site_fn, site_abstract, site_cached)
+
+    def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
+                  site_cached: bool = False, outer: Optional[Transform] = None) -> None:
+        m = self.m
+        # jax.jit(f, ...), and partial(jax.jit, ...)(f) / jax.jit(static_argnames=...)(f)
+        got = None
+        opts: dict[str, cst.BaseExpression] = {}
+        qual = m.resolve(call.func, scope)
+        if qual is not None and qual in m.transforms:
+            got = m.transforms[qual]
+            opts = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            if got.statics == "vmap" and len(positional) > 1 and "in_axes" not in opts:
+                opts["in_axes"] = positional[1]
+            if got.statics == "shard_map" and len(positional) > 2 and "in_specs" not in opts:
+                opts["in_specs"] = positional[2]
+        elif isinstance(call.func, cst.Call):
+            if self.seed_application(call, scope, site_fn, site_abstract, site_cached):
+                return
+            tr = m.transform_of(call.func, scope)
+            if tr is not None:
+                got, opts = tr
+        if got is not None:
+            if got.statics == "grad" and id(call) in m.applied_calls and _argnums(opts) is not None \
+                    and call.args and call.args[0].keyword is None and not call.args[0].star:
+                return  # `jax.grad(f)(x, flag)`: seeded from the application, which knows the arguments
+            fexpr = None
+            for a in call.args:
+                if a.keyword is None and not a.star:
+                    fexpr = a.value
+                    break
+                if a.keyword is not None and a.keyword.value in ("fun", "f", "fn"):
+                    fexpr = a.value
+                    break
+            if fexpr is not None:
+                ref = m.resolve_callable(fexpr, scope)
+                if ref is None and isinstance(fexpr, cst.Call):
+                    # jax.jit(jax.grad(f)): f runs under both transforms, abstract and cached as the outer.
+                    self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached,
+                                   outer=outer or (got if got.cached else None))
+                    return
+                if ref is not None:
+                    ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
+                    self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
+                              site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
+                              application=m.applied_parent.get(id(call)))
+            return
+        if qual is None:
+            return
+        body = LAX_BODIES.get(qual)
+        if body is not None:
+            kind, slots = body
+            for pos, kw, is_seq in slots:
+                arg = _arg(call, pos, kw)
+                if arg is None:
+                    continue
+                exprs = [el.value for el in arg.elements] if is_seq and isinstance(arg, (cst.List, cst.Tuple)) else [arg]
+                for e in exprs:
+                    ref = m.resolve_callable(e, scope)
+                    if ref is not None:
+                        t = Transform(kind, abstract=True, cached=True)
+                        self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
+                                  cached=site_cached, passed=_body_arity(kind, call))
+            return
+        if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
+            ref = m.resolve_callable(call.args[0].value, scope)
+            if ref is not None:
+                # Leaf i of the callback comes from tree i: traced only if that tree is.
+                values = Values(m, site_fn)
+                trees = [a.value for a in call.args[1:] if a.keyword is None and not a.star]
+                params = [p for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
+                leaves = {p.name for p, tree in zip(params, trees) if values.traced(tree)}
+                self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn)
+
+    def seed_derivative_rules(self, call: cst.Call, scope: Scope) -> None:
+        """`f.defvjp(fwd, bwd)` / `f.defjvp(jvp)`: the rules run wherever `f` is differentiated, as
+        abstractly as `f` itself; nondiff arguments come first and stay Python values."""
+        m = self.m
+        assert isinstance(call.func, cst.Attribute)
+        primal = m.resolve_callable(call.func.value, scope)
+        if primal is None or not primal.fn.traced:
+            return
+        f = primal.fn
+        nondiff = [p.name for p in f.params if p.name in f.declared_static]
+        for i, a in enumerate(call.args[:2]):
+            ref = m.resolve_callable(a.value, scope)
+            if ref is None or ref.fn is f:
+                continue
+            rule = ref.fn
+            if call.func.attr.value == "defvjp" and i == 0:  # fwd: the primal's own signature
+                rule.declared_static |= {p.name for p in rule.params if p.name in f.declared_static}
+                traced = {p.name for p in rule.params if p.name in f.traced_params}
+            else:  # bwd(*nondiff, res, g) / jvp(*nondiff, primals, tangents)
+                positional = [p for p in rule.params if p.index is not None]
+                rule.declared_static |= {p.name for p in positional[:len(nondiff)]}
+                passed = positional[len(nondiff):len(nondiff) + 2]  # (res, g) / (primals, tangents)
+                traced = {p.name for p in passed} | {p.name for p in rule.params if p.star == "*"}
+            if rule.target is None:
+                rule.target = TraceTarget(rule.qualname, 0, "helper", (), (), (f.qualname,), _root(f))
+            self.mark(rule, traced, f.abstract, f.cached, f.target.transform if f.target else "helper", None)
+
+    def seed_application(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
+                         site_cached: bool) -> bool:
+        """`jax.grad(f, argnums=...)(args)`: the `argnums` parameters are traced; the others receive the
+        call's arguments as they are (a literal flag stays a Python value)."""
+        m = self.m
+        inner = call.func
+        assert isinstance(inner, cst.Call)
+        qual = m.resolve(inner.func, scope)
+        t = m.transforms.get(qual) if qual is not None else None
+        if t is None or t.statics != "grad" or not inner.args or inner.args[0].keyword is not None \
+                or inner.args[0].star:
+            return False
+        opts = {a.keyword.value: a.value for a in inner.args if a.keyword is not None}
+        nums = _argnums(opts)
+        ref = m.resolve_callable(inner.args[0].value, scope)
+        if nums is None or ref is None:
+            return False
+        values = Values(m, site_fn) if site_fn is not None and site_fn.traced else None
+        args = _arg_infos(call, site_fn, values)
+        traced, pytrees = _map_args(ref.fn, ref.offset, args)
+        usable = [p for p in ref.fn.params if p.index is not None][ref.offset:]
+        for n in nums:
+            if -len(usable) <= n < len(usable):
+                traced.add(usable[n].name)
+                pytrees.add(usable[n].name)
+        traced -= ref.bound_names
+        if ref.fn.target is None:
+            ref.fn.target = TraceTarget(ref.fn.qualname, 0, t.kind, (), (), _via(site_fn), _root(site_fn))
+        self.mark(ref.fn, traced, t.abstract or site_abstract, t.cached or site_cached, t.kind, None, pytrees)
+        return True
+
+    def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
+             bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
+             outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
+             application: Optional[cst.Call] = None) -> None:
+        """`passed`: how many leading positional parameters the transform always fills (a control-flow
+        body's carry and element), whatever their defaults say."""
+        statics = static_param_names(fn, t, opts, offset, lead)
+        positional = [p for p in fn.params if p.index is not None]
+        bound_pos = {p.name for p in positional[:offset]}
+        given = {p.name for p in fn.params if not p.has_default}
+        if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
+            given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
+        _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
+        traced = set()
+        for p in fn.params:
+            if p.name in bound_pos or p.name in bound:
+                continue
+            if statics is None or p.name in statics:
+                continue
+            if offset == 0 and fn.is_method and p is fn.params[0]:
+                continue  # self/cls: see jit-method-self
+            if _is_literal(p.default) and not (p.index is not None and p.index - offset < passed):
+                continue  # a flag with a Python default: a constant unless a caller passes it
+            traced.add(p.name)
+        if lead and offset and fn.is_method:
+            traced.add(fn.params[0].name)  # `jax.jit(model.apply)`: the variables, hence the module's, are traced
+        if fn.target is None or (fn.target.transform == "helper" and site_fn is None):
+            static_nums = tuple(p.index - offset for p in positional
+                                if statics is not None and p.name in statics and p.index is not None and p.index >= offset)
+            # Under an outer cached transform (`jax.jit(jax.vmap(f))`) the verifier re-traces through it.
+            kind = outer.kind if outer is not None else t.kind
+            fn.target = TraceTarget(fn.qualname, 0, kind,
+                                    static_nums, tuple(sorted(statics or ())), _via(site_fn), _root(site_fn))
+        # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
+        self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
+                  pytrees=set() if t.statics == "filter" else traced)
+
+    def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
+             caller: Optional[FunctionInfo], pytrees: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        grew = False
+        if pytrees - fn.pytree_params:
+            fn.pytree_params |= pytrees
+            grew = True
+        if not fn.traced:
+            fn.traced = True
+            grew = True
+        if abstract and not fn.abstract:
+            fn.abstract = True
+            grew = True
+        if cached and not fn.cached:
+            fn.cached = True
+            grew = True
+        if kind not in fn.transforms:
+            fn.transforms.add(kind)
+        new = params - fn.traced_params - fn.declared_static
+        if new:
+            fn.traced_params |= new
+            grew = True
+        if caller is not None and fn.target is None:
+            fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), _via(caller), _root(caller))
+        if grew:
+            self.changed = True
+
+    def follow_calls(self, fn: FunctionInfo) -> None:
+        m = self.m
+        values = Values(m, fn)
+        for call in fn.calls:
+            qual = m.resolve(call.func, fn)
+            if qual is not None and (qual in CALLBACKS or qual in m.transforms or qual in LAX_BODIES):
+                if qual in m.transforms or qual in LAX_BODIES:
+                    # transforms applied inside traced code: abstract (and cached) if the site is
+                    self.seed_call(call, fn, fn, fn.abstract, fn.cached)
+                continue
+            if isinstance(call.func, cst.Call):
+                self.seed_call(call, fn, fn, fn.abstract, fn.cached)
+            if qual == "builtins.map" and len(call.args) > 1:
+                ref = m.resolve_callable(call.args[0].value, fn)
+                if ref is not None:  # map(f, xs): f gets the elements
+                    elems = [ArgInfo("", None, values.traced(a.value), False) for a in call.args[1:]]
+                    traced, _ = _map_args(ref.fn, ref.offset, elems)
+                    self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn)
+                continue
+            if qual in TREE_MAPS:
+                self.seed_call(call, fn, fn, fn.abstract, fn.cached)
+                continue
+            ref = m.resolve_callable(call.func, fn, call)
+            args = _arg_infos(call, fn, values)
+            if ref is None:
+                # Across files, follow only calls made by a function a transform traces directly
+                # (`train_step` -> `losses.loss_fn`): longer chains through library internals were
+                # measured to be mostly noise.
+                direct = fn.target is not None and fn.target.transform != "helper"
+                if direct and qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
+                    m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
+                elif direct:  # `models.CNN().apply(variables, x)`: a method of a module class imported from elsewhere
+                    method = m.frameworks.imported_method(call, fn, values, args)
+                    if method is not None:
+                        m.external_calls[id(call)] = ExternalCall(method[0], method[1], fn.abstract, fn.cached,
+                                                                  fn.qualname)
+                continue
+            if ref.fn is fn:
+                continue
+            _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
+                         else {p.name for p in ref.fn.params if not p.has_default})
+            receiver = ref.receiver is not None and values.traced(ref.receiver)
+            if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
+                receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
+                args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
+            traced, pytrees = _map_args(ref.fn, ref.offset, args)
+            if receiver and ref.offset and ref.fn.is_method:
+                traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
+            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+
+    def seed_external(self, calls: list["ExternalCall"], origin: str) -> None:
+        """Calls into this module from traced code in other files of the project."""
+        m = self.m
+        for ext in calls:
+            fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
+            if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
+                fn = m.frameworks.method_named(ext.qualname)
+            if fn is None:
+                continue
+            # Across files only arguments that are evidently arrays make parameters traced: objects
+            # handed to library helpers are mostly configuration and bookkeeping.
+            arrays = [dataclasses.replace(a, traced=a.traced and a.array) for a in ext.args]
+            traced, _ = _map_args(fn, 0, arrays)
+            pytrees: set[str] = set()  # too far from the transform to know which objects are flattened pytrees
+            if fn.target is None:
+                fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
+            self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees)
+
+
+@dataclass(frozen=True)
+class ArgInfo:
+    """One argument of a call, as far as tracing goes: its form and whether it carries traced values."""
+
+    star: str  # "", "*" or "**"
+    keyword: Optional[str]
+    traced: bool
+    pytree: bool
+    array: bool = False  # evidently an array (a jnp result, arithmetic, an array-annotated parameter…)
+
+
+@dataclass(frozen=True)
+class ExternalCall:
+    """A call from traced code to a function imported from elsewhere (followed across files by the API)."""
+
+    qualname: str  # as resolved through this module's imports, e.g. `.losses.l2` or `pkg.losses.l2`
+    args: tuple[ArgInfo, ...]
+    abstract: bool
+    cached: bool
+    caller: str
+    origin: str = ""  # the caller's file, filled in by the API
+
+
+def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
+    """`if rng is None:` where every traced caller passes an `rng`: the branch never runs traced."""
+    return fn.passed is not None and any(g.startswith("none:") and g[5:] in fn.passed for g in guards)
+
+
+def _note_passed(fn: FunctionInfo, names: set[str]) -> None:
+    fn.passed = set(names) if fn.passed is None else fn.passed & names
+
+
+def _passed_names(ref: "CallableRef", call: cst.Call, caller: Optional[FunctionInfo]) -> set[str]:
+    """Parameters this call (with what `partial` bound) gives a value that cannot be None."""
+    fn = ref.fn
+    positional = [p for p in fn.params if p.index is not None]
+    out = {p.name for p in positional[:ref.offset]} | set(ref.bound_names)
+
+    def not_none(value: cst.BaseExpression) -> bool:
+        if _is_const(value, "None"):
+            return False
+        if isinstance(value, cst.Name) and caller is not None:
+            p = caller.param(value.value)
+            if p is not None and p.has_default and _is_const(p.default, "None"):
+                return caller.passed is not None and p.name in caller.passed
+        return True
+
+    pos = ref.offset
+    for a in call.args:
+        if a.star:
+            return out | {p.name for p in fn.params if not p.has_default}
+        if a.keyword is not None:
+            if not_none(a.value):
+                out.add(a.keyword.value)
+        elif pos < len(positional):
+            if not_none(a.value):
+                out.add(positional[pos].name)
+            pos += 1
+    return out
+
+
+def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Values"]) -> list[ArgInfo]:
+    """The arguments of a call as tracing sees them; `*xs` of a list literal (or of a local name bound
+    once to one) is spread into its elements, so each parameter gets its own element."""
+    out: list[ArgInfo] = []
+
+    def one(star: str, kw: Optional[str], value: cst.BaseExpression) -> ArgInfo:
+        t = values is not None and values.traced(value)
+        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value))  # type: ignore[union-attr]
+
+    for a in call.args:
+        if a.star == "*":
+            seq = a.value
+            if isinstance(seq, cst.Name) and fn is not None and fn.param(seq.value) is None:
+                bound = fn.assigned.get(seq.value, [])
+                seq = bound[0] if len(bound) == 1 and bound[0] is not None else seq
+            if isinstance(seq, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement) for e in seq.elements):
+                out.extend(one("", None, e.value) for e in seq.elements)
+                continue
+        out.append(one(str(a.star), a.keyword.value if a.keyword is not None else None, a.value))
+    return out
+
+
+def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo]) -> tuple[set[str], set[str]]:
+    """Which parameters of `callee` receive traced values (and whole pytrees) from these arguments."""
+    traced: set[str] = set()
+    pytrees: set[str] = set()
+    positional = [p for p in callee.params if p.index is not None]
+    star = next((p for p in callee.params if p.star == "*"), None)
+    kwstar = next((p for p in callee.params if p.star == "**"), None)
+    pos = offset
+    for info in args:
+        is_t = info.traced
+        if info.star == "*":
+            if is_t:
+                traced.update(p.name for p in positional[pos:])
+                if star:
+                    traced.add(star.name)
+            continue
+        if info.star == "**":
+            if is_t:
+                traced.update(p.name for p in callee.params if p.index is None or p.index >= pos)
+            continue
+        target = None
+        if info.keyword is not None:
+            p = callee.param(info.keyword)
+            target = p.name if p is not None else (kwstar.name if kwstar else None)
+        elif pos < len(positional):
+            target = positional[pos].name
+            pos += 1
+        else:
+            target = star.name if star is not None else None
+            pos += 1
+        if target and is_t:
+            traced.add(target)
+            if info.pytree:
+                pytrees.add(target)
+    return traced, pytrees
+
+
+def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
+                       lead: int = 0) -> Optional[set[str]]:
+    """Names of parameters JAX treats as static under this transform; None when unknowable.
+
+    `lead` arguments of the transformed callable come before the function's own (linen's and haiku's
+    `apply` take variables first): argument indices count them, parameters do not receive them."""
+    positional = [p for p in fn.params if p.index is not None]
+    out: set[str] = set()
+
+    def by_index(expr: cst.BaseExpression) -> bool:
+        nums = _literal_values(expr, _int_leaf)
+        if nums is None:
+            return False
+        usable = positional[offset:]
+        for n in nums:
+            n = n - lead if n >= lead else (n if n < 0 else len(usable))
+            if -len(usable) <= n < len(usable):
+                out.add(usable[n].name)
+        return True
+
+    def by_position(spec: Optional[cst.BaseExpression]) -> None:
+        """`in_axes=(None, 0)` / `in_specs=(P(), None)`: the argument at a `None` is passed through."""
+        if isinstance(spec, (cst.Tuple, cst.List)):
+            usable: list[Optional[Param]] = [None] * lead + positional[offset:]
+            for i, el in enumerate(spec.elements):
+                p = usable[i] if i < len(usable) else None
+                if p is not None and _is_const(el.value, "None"):
+                    out.add(p.name)
+
+    def by_name(expr: cst.BaseExpression) -> bool:
+        names = _literal_values(expr, _str_leaf)
+        out.update(names or ())
+        return names is not None
+
+    # transform kind -> (option naming static positions, option naming static parameters)
+    options = {"jit": ("static_argnums", "static_argnames"), "pmap": ("static_broadcasted_argnums", ""),
+               "custom": ("nondiff_argnums", "nondiff_argnames")}
+    if t.statics in options:
+        nums, names = options[t.statics]
+        if nums in opts and not by_index(opts[nums]):
+            return None
+        if names and names in opts and not by_name(opts[names]):
+            return None
+    elif t.statics == "shard_map":
+        # An argument whose in_spec is None is passed through as the Python value it is.
+        by_position(opts.get("in_specs"))
+    elif t.statics == "vmap":
+        axes = opts.get("in_axes")
+        if axes is not None:
+            if isinstance(axes, cst.Name) and axes.value == "None":
+                return None
+            by_position(axes)
+    elif t.statics == "filter":
+        for p in fn.params:
+            ann = p.annotation
+            if ann in NON_ARRAY_ANNOTATIONS:
+                out.add(p.name)
+            elif ann is None and p.has_default and isinstance(
+                    p.default, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.ConcatenatedString)):
+                if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
+                    out.add(p.name)
+    return out
+
+
+def _body_arity(kind: str, call: cst.Call) -> int:
+    """How many positional arguments a control-flow primitive passes to its body."""
+    positional = sum(1 for a in call.args if a.keyword is None and not a.star)
+    if kind in ("scan", "fori_loop", "associative_scan", "custom_root"):
+        return 2
+    if kind in ("while_loop", "map"):
+        return 1
+    if kind == "odeint":  # func(y, t, *args)
+        return 2 + max(0, positional - 3)
+    if kind in ("cond", "switch"):  # branch(*operands)
+        return max(0, positional - (3 if kind == "cond" else 2))
+    return 0
+
+
+def _argnums(opts: dict[str, cst.BaseExpression]) -> Optional[list[int]]:
+    """The `argnums` of a grad-like transform (default 0), or None when not a literal."""
+    if "argnums" not in opts:
+        return [0]
+    return _literal_values(opts["argnums"], _int_leaf)
+
+
+def _root(site_fn: Optional[FunctionInfo]) -> Optional[TraceTarget]:
+    """How the outermost traced function on the way to `site_fn` (inclusive) is traced."""
+    if site_fn is None or site_fn.target is None:
+        return None
+    return site_fn.target.root or site_fn.target
+
+
+def _via(site_fn: Optional[FunctionInfo]) -> tuple[str, ...]:
+    """The chain of traced callers through which a function is reached, outermost first."""
+    if site_fn is None:
+        return ()
+    outer = site_fn.target.via if site_fn.target is not None else ()
+    return outer + (site_fn.qualname,)

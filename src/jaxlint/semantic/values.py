@@ -1,0 +1,394 @@
+"""Traced-value propagation inside one traced function."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Union
+
+import libcst as cst
+
+from ..jaxapi import (
+    ARRAY_ANNOTATIONS,
+    ARRAY_ATTRS,
+    CONTAINER_ANNOTATIONS,
+    LIST_RETURNING,
+    STAGING_MODULES,
+    STATIC_ATTRS,
+    STATIC_CALLS,
+)
+from ..syntax import _flatten, _is_literal, _target_names, dotted
+from .builder import _scalar_guard_names
+from .scopes import FunctionInfo
+
+if TYPE_CHECKING:
+    from .model import ModuleModel
+
+
+_BOOL_FUNCS = frozenset({
+    "isnan", "isinf", "isfinite", "isposinf", "isneginf", "logical_and", "logical_or", "logical_not", "logical_xor",
+    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "isclose", "signbit", "isin",
+})
+_STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
+_SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
+_DICT_METHODS = frozenset({"items", "keys", "values", "get"})
+_STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "isdigit",
+                          "isalpha", "isidentifier", "casefold", "removeprefix", "removesuffix"})
+_DICT_ANNOTATIONS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "FrozenDict"})
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+# ---------------------------------------------------------------------------------------------
+# Traced values inside one traced function: a flow-insensitive fixed point over its bindings.
+
+
+class Values:
+    def __init__(self, model: ModuleModel, fn: FunctionInfo) -> None:
+        self.m = model
+        self.fn = fn
+        self._locals = fn.local_names
+        self._static_override: set[str] = set()
+
+    def solve(self) -> None:
+        fn = self.fn
+        names = set(fn.traced_params)
+        fn.traced_names = names
+        trees = set(fn.pytree_params)
+        fn.pytree_names = trees
+        containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS}
+        dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS}
+        for target, value, how in fn.events:
+            if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
+                dicts.add(target.value)
+            if how == "=" and isinstance(target, cst.Name) and isinstance(value, cst.Call) \
+                    and self.m.resolve(value.func, fn) in LIST_RETURNING:
+                containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
+        for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
+            f = call.func
+            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
+                containers.add(f.value.value)
+                dicts.add(f.value.value)
+            elif isinstance(f, cst.Name) and f.value == "len" and len(call.args) == 1 \
+                    and isinstance(call.args[0].value, cst.Name):
+                containers.add(call.args[0].value.value)
+        for target, value, how in fn.events:  # `for i, g in enumerate(grads):` — grads is a sequence
+            if how == "for" and value is not None:
+                it = value
+                if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("enumerate", "zip") \
+                        and it.args:
+                    it = it.args[0].value
+                if isinstance(it, cst.Name):
+                    containers.add(it.value)
+        fn.container_names = containers
+        fn.dict_names = dicts
+        for _ in range(20):
+            before = len(names)
+            before_trees = len(trees)
+            for target, value, how in fn.events:
+                if value is None:
+                    continue
+                if how in ("=", "for") and self.is_pytree(value):
+                    for n in _target_names(target):
+                        trees.add(n)
+                if how == "for":
+                    if isinstance(target, cst.Name) and isinstance(value, cst.Name) \
+                            and (value.value, target.value) in fn.key_subscripts:
+                        continue  # `for k in d: ... d[k]`: iterating a mapping gives its keys
+                    self._bind(target, self._elements(value), names)
+                elif how == "aug":
+                    if isinstance(target, cst.Name) and self.traced(value):
+                        names.add(target.value)
+                else:
+                    if isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
+                        containers.add(target.value)
+                    self._bind(target, self._unpack(value), names)
+            if len(names) == before and len(trees) == before_trees:
+                break
+
+    def _unpack(self, value: cst.BaseExpression) -> Union[bool, list]:
+        if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return [self._unpack(e.value) for e in value.elements]
+        return self.traced(value)
+
+    def _elements(self, it: cst.BaseExpression) -> Union[bool, list]:
+        """Tracedness of the elements produced by iterating `it` (per position when unpacked)."""
+        if isinstance(it, cst.Call):
+            fq = self.m.resolve(it.func, self.fn)
+            if fq == "builtins.enumerate" and it.args:
+                return [False, self._elements(it.args[0].value)]
+            if fq is not None and fq.rsplit(".", 1)[-1] in ("zip", "safe_zip"):
+                return [self._elements(a.value) for a in it.args]
+            if fq in ("builtins.range", "builtins.reversed", "builtins.sorted") and it.args:
+                return any(self.traced(a.value) for a in it.args) if fq == "builtins.range" else self._elements(it.args[0].value)
+            if isinstance(it.func, cst.Attribute) and not it.args:
+                meth = it.func.attr.value
+                if meth == "items":
+                    return [False, self.traced(it.func.value)]
+                if meth == "keys":
+                    return False
+                if meth == "values":
+                    return self.traced(it.func.value)
+        if isinstance(it, (cst.Tuple, cst.List)):
+            rows = [e.value for e in it.elements]
+            if rows and all(isinstance(r, cst.Tuple) and len(r.elements) == len(rows[0].elements) for r in rows):
+                # `for name, a, b in [("i2t", x, y), ...]`: position by position
+                return [any(self.traced(r.elements[i].value) for r in rows)  # type: ignore[attr-defined]
+                        for i in range(len(rows[0].elements))]  # type: ignore[attr-defined]
+            return any(self.traced(e.value) for e in it.elements)
+        if isinstance(it, cst.Name) and it.value in self.fn.dict_names and it.value in self._locals:
+            return False  # iterating a dict gives its keys: Python values even when the leaves are traced
+        return self.traced(it)
+
+    def _bind(self, target: cst.BaseExpression, value: Union[bool, list], names: set[str]) -> None:
+        if isinstance(target, cst.Name):
+            if value is True or (isinstance(value, list) and any(_flatten(value))):
+                names.add(target.value)
+            return
+        if isinstance(target, (cst.Tuple, cst.List)):
+            els = target.elements
+            if isinstance(value, list) and len(value) == len(els) and not any(isinstance(e, cst.StarredElement) for e in els):
+                for el, v in zip(els, value):
+                    self._bind(el.value, v, names)
+            else:
+                flag = value if isinstance(value, bool) else any(_flatten(value))
+                for el in els:
+                    self._bind(el.value, flag, names)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, value, names)
+
+    # ---- the question -----------------------------------------------------------------------
+
+    def _scalar_guards(self, e: cst.BaseExpression) -> set[str]:
+        return set(_scalar_guard_names(e))
+
+    def name_traced(self, name: str) -> bool:
+        if name in self._static_override or _SHAPE_NAME.search(name):
+            return False  # `sample_shape`, `batch_size`, `ndim`: named for static facts
+        fn = self.fn
+        if name in self._locals:
+            return name in fn.traced_names
+        s = fn.parent
+        while s is not None:
+            if isinstance(s, FunctionInfo):
+                if name in s.local_names:
+                    return s.traced and name in s.traced_names
+            elif s is self.m.root:
+                return False
+            s = s.parent
+        return False
+
+    def traced(self, e: cst.BaseExpression) -> bool:  # noqa: C901 - one dispatch on node type
+        if isinstance(e, cst.Name):
+            return self.name_traced(e.value)
+        if isinstance(e, cst.Attribute):
+            if e.attr.value in STATIC_ATTRS:
+                return False
+            if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
+                return False  # an aux-data field of a registered pytree: a Python value
+            if e.attr.value not in ARRAY_ATTRS and self.m.frameworks.instance_class(e.value, self.fn) is not None:
+                return self.m.frameworks.attribute_traced(self, e)  # a model module: its fields say
+            if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
+                return self.traced(e.value)
+            # An attribute of a traced Python object is usually configuration, unless a model framework
+            # says it is an array leaf (`self.weight` of an equinox Module, `self.w.value` in nnx).
+            return self.m.frameworks.attribute_traced(self, e)
+        if isinstance(e, cst.Subscript):
+            if not self.is_pytree(e.value) and any(
+                    isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString) for el in e.slice):
+                return False  # obj["key"] on a Python object: arrays have no string keys
+            return self.traced(e.value)
+        if isinstance(e, cst.Call):
+            return self._call_traced(e)
+        if isinstance(e, cst.BinaryOperation):
+            return self.traced(e.left) or self.traced(e.right)
+        if isinstance(e, cst.UnaryOperation):
+            if isinstance(e.operator, cst.Not):
+                return False  # the bool() happens here; the result is a Python bool
+            return self.traced(e.expression)
+        if isinstance(e, cst.BooleanOperation):
+            if self.traced(e.left):
+                return True
+            guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
+            if guarded:  # `isinstance(n, int) and n == 1`: n is a Python scalar on the right
+                saved = self._static_override
+                self._static_override = saved | guarded
+                try:
+                    return self.traced(e.right)
+                finally:
+                    self._static_override = saved
+            return self.traced(e.right)
+        if isinstance(e, cst.Comparison):
+            return self._compare_traced(e)
+        if isinstance(e, cst.IfExp):
+            return self.traced(e.body) or self.traced(e.orelse)
+        if isinstance(e, (cst.Tuple, cst.List, cst.Set)):
+            return any(self.traced(el.value) for el in e.elements)
+        if isinstance(e, cst.Dict):
+            return any(isinstance(el, cst.DictElement) and self.traced(el.value) for el in e.elements)
+        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return self.traced(e.elt)
+        if isinstance(e, cst.DictComp):
+            return self.traced(e.value)
+        if isinstance(e, cst.NamedExpr):
+            return self.traced(e.value)
+        if isinstance(e, cst.StarredElement):
+            return self.traced(e.value)
+        if isinstance(e, cst.Await):
+            return self.traced(e.expression)
+        return False
+
+    def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether a traced expression is evidently an array, not some object that holds tracers."""
+        if depth > 6 or not self.traced(e):
+            return False
+        if isinstance(e, (cst.BinaryOperation, cst.UnaryOperation)):
+            return True
+        if isinstance(e, cst.Call):
+            q = self.m.resolve(e.func, self.fn)
+            if q is not None and q.startswith(STAGING_MODULES):
+                return True
+            return isinstance(e.func, cst.Attribute) and self.is_array_like(e.func.value, depth + 1)
+        if isinstance(e, cst.Subscript):
+            return self.is_pytree(e.value) or self.is_array_like(e.value, depth + 1)
+        if isinstance(e, cst.Attribute):
+            return e.attr.value in ARRAY_ATTRS and self.is_array_like(e.value, depth + 1)
+        if isinstance(e, cst.Name):
+            p = self.fn.param(e.value)
+            if p is not None:
+                return p.annotation in ARRAY_ANNOTATIONS
+            values = [v for t, v, how in self.fn.events if how == "=" and isinstance(t, cst.Name) and t.value == e.value]
+            return bool(values) and all(v is not None and self.is_array_like(v, depth + 1) for v in values)
+        return False
+
+    def is_pytree(self, e: cst.BaseExpression) -> bool:
+        """Whether the expression is (part of) a pytree JAX flattened: a chain of subscripts and
+        attributes rooted at such a parameter."""
+        while isinstance(e, (cst.Attribute, cst.Subscript)):
+            e = e.value
+        if not isinstance(e, cst.Name):
+            return False
+        name = e.value
+        if name in self._locals:
+            return name in self.fn.pytree_names
+        s = self.fn.parent
+        while s is not None:
+            if isinstance(s, FunctionInfo) and name in s.local_names:
+                return s.traced and name in s.pytree_names
+            s = s.parent
+        return False
+
+    def is_bool_array(self, e: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether `e` is a traced boolean array (a mask): comparisons, `~`/`&`/`|` of masks,
+        `jnp.isnan`-style predicates, `.astype(bool)`, or a name bound to one."""
+        if depth > 8 or not self.traced(e):
+            return False
+        if isinstance(e, cst.Comparison):
+            return True
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.BitInvert):
+            return self.is_bool_array(e.expression, depth + 1)
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return self.is_bool_array(e.left, depth + 1) or self.is_bool_array(e.right, depth + 1)
+        if isinstance(e, cst.Call):
+            q = self.m.resolve(e.func, self.fn)
+            if q is not None and q.startswith("jax.numpy.") and q[len("jax.numpy."):] in _BOOL_FUNCS:
+                return True
+            if isinstance(e.func, cst.Attribute) and e.func.attr.value == "astype" and e.args:
+                t = dotted(e.args[0].value) or ""
+                return t.split(".")[-1] in ("bool", "bool_")
+            return False
+        if isinstance(e, cst.Name):
+            values = [v for t, v, how in self.fn.events
+                      if how == "=" and isinstance(t, cst.Name) and t.value == e.value]
+            return bool(values) and all(v is not None and self.is_bool_array(v, depth + 1) for v in values)
+        return False
+
+    def truth_traced(self, e: cst.BaseExpression) -> bool:
+        """Whether Python's truth test of `e` (in `if`, `while`, `and`, `not` ...) calls bool() on a tracer.
+
+        `if params:` on a container is a static length test; a call to a function JAX does not
+        define, used directly as a condition (`if is_array(x)`, `if not_tracer(i)`), is taken to be a
+        Python predicate.
+        """
+        if isinstance(e, cst.BooleanOperation):
+            if self.truth_traced(e.left):
+                return True
+            guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
+            saved = self._static_override
+            self._static_override = saved | guarded
+            try:
+                return self.truth_traced(e.right)
+            finally:
+                self._static_override = saved
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            return self.truth_traced(e.expression)
+        if isinstance(e, cst.Name) and e.value in self.fn.container_names:
+            return False
+        if isinstance(e, cst.Call) and self._is_predicate_call(e):
+            return False
+        if self._pytree_member(e):
+            return False  # `if state.dynamic_scale:`: an optional sub-object of a pytree, tested for presence
+        return self.traced(e)
+
+    def _pytree_member(self, e: cst.BaseExpression) -> bool:
+        """An attribute of a flattened pytree (directly, or a name bound only to one)."""
+        if isinstance(e, cst.Attribute):
+            return e.attr.value not in ARRAY_ATTRS and self.is_pytree(e.value)
+        if isinstance(e, cst.Name) and e.value in self._locals and self.fn.param(e.value) is None:
+            values = [v for t, v, how in self.fn.events if isinstance(t, cst.Name) and t.value == e.value]
+            return bool(values) and all(v is not None and isinstance(v, cst.Attribute) and self._pytree_member(v)
+                                        for v in values)
+        return False
+
+    def _is_predicate_call(self, e: cst.Call) -> bool:
+        qual = self.m.resolve(e.func, self.fn)
+        if qual is not None and (qual.startswith(STAGING_MODULES) or qual == "builtins.bool"):
+            return False
+        if isinstance(e.func, cst.Attribute) and self.traced(e.func.value):
+            return False  # x.any(), x.all()
+        callee = self.m.summarised_callee(e, self.fn)
+        if callee is not None:
+            return not self.m.returns_traced(callee)  # `if converged(h, tol):` returns a traced comparison
+        return True
+
+    def _compare_traced(self, e: cst.Comparison) -> bool:
+        operands = [e.left] + [c.comparator for c in e.comparisons]
+        for c in e.comparisons:
+            if isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)):
+                return False
+        if any(isinstance(o, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) for o in operands):
+            return False
+        if any(isinstance(o, cst.Name) and o.value == "None" for o in operands):
+            return False
+        return any(self.traced(o) for o in operands)
+
+    def _call_traced(self, e: cst.Call) -> bool:
+        qual = self.m.resolve(e.func, self.fn)
+        if qual is not None:
+            if qual in STATIC_CALLS:
+                return False
+            if qual.startswith("numpy.") or qual.startswith("math."):
+                return False  # conversion to NumPy fails on a tracer, or the call is static
+            if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
+                return False  # psum of a Python constant is the axis size times it, a Python number
+            if qual.startswith(STAGING_MODULES):
+                return True
+            if qual == "builtins.getattr" and len(e.args) >= 2:
+                obj, attr = e.args[0].value, e.args[1].value
+                if isinstance(attr, cst.SimpleString) and attr.evaluated_value in STATIC_ATTRS:
+                    return False
+                return self.is_pytree(obj) and self.traced(obj)
+        func = e.func
+        helper = self.m.summarised_callee(e, self.fn)
+        if helper is not None:
+            return self.m.returns_traced(helper)  # the helper's summary, not a guess from names or arguments
+        callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
+        if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
+            return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
+        if isinstance(func, cst.Attribute):
+            if func.attr.value in ("keys", "__len__") or func.attr.value in _STR_METHODS:
+                return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
+            if self.traced(func.value):
+                return True  # a method of a traced value: x.sum(), x.astype(...)
+        if qual == "builtins.map" and len(e.args) > 1:
+            ref = self.m.resolve_callable(e.args[0].value, self.fn)
+            if ref is not None and ref.fn.traced:
+                return self.m.returns_traced(ref.fn)
+        return any(self.traced(a.value) for a in e.args)

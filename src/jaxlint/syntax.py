@@ -1,0 +1,198 @@
+"""libcst helpers without model knowledge: child iteration, dotted names, call arguments, literals."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, Optional, Union
+
+import libcst as cst
+
+
+FuncNode = Union[cst.FunctionDef, cst.Lambda]
+
+# ---------------------------------------------------------------------------------------------
+# A fast child iterator: libcst's own visitors rebuild nodes as they go; reading dataclass fields
+# directly, and skipping whitespace and punctuation, is several times cheaper.
+
+_SKIP_FIELDS = frozenset(
+    {
+        "lpar", "rpar", "leading_lines", "lines_after_decorators", "comma", "equal", "colon", "dot",
+        "semicolon", "header", "footer", "indent", "lbracket", "rbracket", "lbrace", "rbrace",
+        "trailing_whitespace", "newline", "asynchronous", "posonly_ind", "operator", "star",
+        "whitespace_after_star", "default_newline", "default_indent", "encoding", "arrow",
+    }
+)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(tp: type) -> tuple[str, ...]:
+    names = tuple(
+        f.name
+        for f in dataclasses.fields(tp)
+        if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        and f.type not in (str, bool, int)  # plain values (Name.value, ...) never hold nodes
+    )
+    _FIELDS[tp] = names
+    return names
+
+
+# Per value type: 1 a node, 2 a sequence that may hold nodes, 0 neither. (isinstance against libcst's
+# abstract base classes costs a Python-level ABC check per call; a dict lookup does not.)
+_KIND: dict[type, int] = {}
+
+
+def _kind_of(tp: type) -> int:
+    kind = 1 if issubclass(tp, cst.CSTNode) else 2 if issubclass(tp, (tuple, list)) else 0
+    _KIND[tp] = kind
+    return kind
+
+
+def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    return iter(children(node))
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes of `node` that can hold names and expressions (whitespace and punctuation skipped)."""
+    out: list[cst.CSTNode] = []
+    kinds = _KIND
+    for name in _FIELDS.get(type(node)) or _fields_of(type(node)):
+        value = getattr(node, name)
+        tp = type(value)
+        kind = kinds.get(tp)
+        if kind is None:
+            kind = _kind_of(tp)
+        if kind == 1:
+            out.append(value)
+        elif kind == 2:
+            for item in value:
+                tp = type(item)
+                kind = kinds.get(tp)
+                if kind is None:
+                    kind = _kind_of(tp)
+                if kind == 1:
+                    out.append(item)
+    return out
+
+
+def dotted(expr: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        parts.append(expr.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _module_name(node: Union[cst.Attribute, cst.Name]) -> str:
+    return dotted(node) or ""
+
+
+def annotation_name(ann: Optional[cst.Annotation]) -> Optional[str]:
+    """The head name of an annotation: `jax.Array` -> Array, `Float[Array, "n"]` -> Float, `"int"` -> int."""
+    if ann is None:
+        return None
+    expr = ann.annotation
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value.split("[")[0].split(".")[-1].strip() if isinstance(expr.evaluated_value, str) else None
+    if isinstance(expr, cst.Subscript):
+        head = dotted(expr.value)
+        if head and head.split(".")[-1] == "Optional" and expr.slice:
+            inner = expr.slice[0].slice
+            if isinstance(inner, cst.Index):
+                return annotation_name(cst.Annotation(inner.value))
+        expr = expr.value
+    if isinstance(expr, cst.BinaryOperation):  # X | None
+        return annotation_name(cst.Annotation(expr.left))
+    name = dotted(expr)
+    return name.split(".")[-1] if name else None
+
+
+def _is_const(expr: Optional[cst.BaseExpression], value: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == value
+
+
+def _returns(node: cst.CSTNode) -> Iterator[cst.Return]:
+    """Return statements of a function body, not of nested functions or classes."""
+    for child in iter_children(node):
+        if isinstance(child, cst.Return):
+            yield child
+        elif not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _returns(child)
+
+
+def _int_leaf(expr: cst.BaseExpression) -> Optional[int]:
+    if isinstance(expr, cst.Integer):
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) \
+            and isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.value, 0)
+    return None
+
+
+def _str_leaf(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    return None
+
+
+def _literal_values(expr: cst.BaseExpression, leaf: "Callable[[cst.BaseExpression], Any]") -> Optional[list]:
+    """`1`, `(1, 2)`, `["a", "b"]` -> their values; None when any element is not such a literal."""
+    value = leaf(expr)
+    if value is not None:
+        return [value]
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        out: list = []
+        for el in expr.elements:
+            vals = _literal_values(el.value, leaf)
+            if vals is None:
+                return None
+            out.extend(vals)
+        return out
+    return None
+
+
+def _is_literal(expr: Optional[cst.BaseExpression]) -> bool:
+    if expr is None:
+        return False
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False", "None")
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return _is_literal(expr.expression)
+    return False
+
+
+def _arg(call: cst.Call, pos: int, kw: str) -> Optional[cst.BaseExpression]:
+    i = 0
+    for a in call.args:
+        if a.keyword is not None:
+            if a.keyword.value == kw:
+                return a.value
+            continue
+        if a.star:
+            return None
+        if i == pos:
+            return a.value
+        i += 1
+    return None
+
+
+def _target_names(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for el in target.elements:
+            yield from _target_names(el.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def _flatten(value: Union[bool, list]) -> Iterator[bool]:
+    if isinstance(value, list):
+        for v in value:
+            yield from _flatten(v)
+    else:
+        yield value
