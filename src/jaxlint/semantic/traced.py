@@ -261,7 +261,7 @@ class _Tracer:
             return False
         values = Values(m, site_fn) if site_fn is not None and site_fn.traced else None
         args = _arg_infos(call, site_fn, values)
-        traced, pytrees = _map_args(ref.fn, ref.offset, args)
+        traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
         usable = [p for p in ref.fn.params if p.index is not None][ref.offset:]
         for n in nums:
             if -len(usable) <= n < len(usable):
@@ -381,7 +381,7 @@ class _Tracer:
             if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
                 receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
                 args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
-            traced, pytrees = _map_args(ref.fn, ref.offset, args)
+            traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
             self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
@@ -488,8 +488,10 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
     return out
 
 
-def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo]) -> tuple[set[str], set[str]]:
-    """Which parameters of `callee` receive traced values (and whole pytrees) from these arguments."""
+def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
+              bound: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+    """Which parameters of `callee` receive traced values (and whole pytrees) from these arguments;
+    `*xs`/`**kw` cannot reach parameters a `partial` already bound by keyword."""
     traced: set[str] = set()
     pytrees: set[str] = set()
     positional = [p for p in callee.params if p.index is not None]
@@ -500,13 +502,13 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo]) -> tuple[s
         is_t = info.traced
         if info.star == "*":
             if is_t:
-                traced.update(p.name for p in positional[pos:])
+                traced.update(p.name for p in positional[pos:] if p.name not in bound)
                 if star:
                     traced.add(star.name)
             continue
         if info.star == "**":
             if is_t:
-                traced.update(p.name for p in callee.params if p.index is None or p.index >= pos)
+                traced.update(p.name for p in callee.params if (p.index is None or p.index >= pos) and p.name not in bound)
             continue
         target = None
         if info.keyword is not None:

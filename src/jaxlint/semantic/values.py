@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
@@ -14,6 +14,7 @@ from ..jaxapi import (
     STAGING_MODULES,
     STATIC_ATTRS,
     STATIC_CALLS,
+    TREE_MAPS,
 )
 from ..syntax import _flatten, _is_literal, _target_names, dotted
 from .builder import _scalar_guard_names
@@ -194,7 +195,10 @@ class Values:
             if not self.is_pytree(e.value) and any(
                     isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString) for el in e.slice):
                 return False  # obj["key"] on a Python object: arrays have no string keys
-            return self.traced(e.value)
+            if self.traced(e.value):
+                return True
+            # `table[i]` with a traced `i`: a traced gather (or an error, which other rules report)
+            return any(isinstance(el.slice, cst.Index) and self.traced(el.slice.value) for el in e.slice)
         if isinstance(e, cst.Call):
             return self._call_traced(e)
         if isinstance(e, cst.BinaryOperation):
@@ -223,10 +227,8 @@ class Values:
             return any(self.traced(el.value) for el in e.elements)
         if isinstance(e, cst.Dict):
             return any(isinstance(el, cst.DictElement) and self.traced(el.value) for el in e.elements)
-        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
-            return self.traced(e.elt)
-        if isinstance(e, cst.DictComp):
-            return self.traced(e.value)
+        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self._comprehension_traced(e)
         if isinstance(e, cst.NamedExpr):
             return self.traced(e.value)
         if isinstance(e, cst.StarredElement):
@@ -234,6 +236,23 @@ class Values:
         if isinstance(e, cst.Await):
             return self.traced(e.expression)
         return False
+
+    def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
+        """A comprehension's variables belong to it: `[m for m in self.sizes]` is static even when another
+        comprehension of the function binds `m` to traced values."""
+        static: set[str] = set()
+        saved = self._static_override
+        try:
+            level: Optional[cst.CompFor] = e.for_in
+            while level is not None:
+                self._static_override = saved | static
+                if not any(_flatten(self._elements(level.iter))):
+                    static |= set(_target_names(level.target))
+                level = level.inner_for_in
+            self._static_override = saved | static
+            return self.traced(e.value) if isinstance(e, cst.DictComp) else self.traced(e.elt)
+        finally:
+            self._static_override = saved
 
     def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a traced expression is evidently an array, not some object that holds tracers."""
@@ -387,6 +406,10 @@ class Values:
                 return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
+        if qual in TREE_MAPS and e.args:
+            ref = self.m.resolve_callable(e.args[0].value, self.fn)
+            if ref is not None and ref.fn.traced:
+                return self.m.returns_traced(ref.fn)  # the tree holds what the callback returns
         if qual == "builtins.map" and len(e.args) > 1:
             ref = self.m.resolve_callable(e.args[0].value, self.fn)
             if ref is not None and ref.fn.traced:
