@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import MUTATING_METHODS
+from ..jaxapi import MUTATING_METHODS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, Scope
 from .base import Rule, Where, tracing_phrase
 
@@ -148,7 +148,15 @@ class GlobalMutation(Rule):
             q = model.resolve(value.func, where.scope)
             if q in model.transforms or (isinstance(value.func, cst.Call) and model.transform_of(value.func, where.scope)):
                 return True  # jax.jit(f): a callable
-            return q in _STRUCTURE_CALLS and _STRUCTURE_CALLS[q] is None
+            if q in TREE_MAPS and value.args:
+                # a tree of whatever the callback returns: static if its summary says so
+                ref = model.resolve_callable(value.args[0].value, where.scope)
+                return ref is not None and ref.fn.traced and not model.returns_traced(ref.fn)
+            if q in _STRUCTURE_CALLS:
+                return _STRUCTURE_CALLS[q] is None
+            # a library function (not JAX's own) of values that hold no tracer builds none either
+            return q is not None and not q.startswith(("jax.", "builtins.")) and bool(value.args) \
+                and all(self._untraceable(a.value, where, depth + 1) for a in value.args)
         if isinstance(value, cst.Name):
             if value.value in ("True", "False", "None") or model.lookup_function(value.value, where.scope):
                 return True
