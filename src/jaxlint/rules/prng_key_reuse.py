@@ -105,6 +105,8 @@ class PrngKeyReuse(Rule):
     def _analyse(self, body: object, scope: Scope, where: Where, initial: set[str]) -> None:
         self._scope = scope
         self._where = where
+        self._body = list(body)  # type: ignore[call-overload]
+        self._events: Optional[list[tuple[str, object]]] = None
         self._fn = scope if scope is not where.model.root else None
         self._block(list(body), _State(keys=set(initial)), loop_names=None)  # type: ignore[arg-type]
 
@@ -219,6 +221,9 @@ class PrngKeyReuse(Rule):
             return
         if key in state.consumed:
             first = state.consumed[key]
+            if self._result_discarded(first):
+                state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
+                return
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
             return
         if fname == "fold_in":
@@ -238,6 +243,30 @@ class PrngKeyReuse(Rule):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).")
         state.consumed[key] = call
+
+    def _result_discarded(self, call: cst.CSTNode) -> bool:
+        """Whether `names = call` is overwritten before any of its names is read (a dead first split,
+        a line pasted twice): then the key it consumed produced nothing that is used."""
+        if self._events is None:
+            self._events = []
+            for stmt in self._body:
+                _events(stmt, self._events)
+        events = self._events
+        try:
+            start = events.index(("assigned", id(call)))
+        except ValueError:
+            return False  # not a plain `names = call` statement
+        targets = events[start - 1][1]
+        assert isinstance(targets, frozenset)
+        pending = set(targets)
+        for kind, name in events[start + 1:]:
+            if kind == "load" and name in pending:
+                return False
+            if kind == "store":
+                pending.discard(name)  # type: ignore[arg-type]
+                if not pending:
+                    return True
+        return False
 
     def _report(self, node: cst.CSTNode, text: str) -> None:
         fn = self._scope.function_scope()
@@ -355,6 +384,47 @@ class PrngKeyReuse(Rule):
                 for name in _names(stmt.name):
                     state.keys.discard(name)
         return state, False
+
+
+def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
+    """Loads and stores of names in execution order (a value before its targets); a plain
+    `names = call(...)` is marked ("targets", names), ("assigned", id of the call) after its stores."""
+    if isinstance(node, cst.Assign):
+        _events(node.value, out)
+        names: list[str] = []
+        for t in node.targets:
+            _target_events(t.target, out)
+            names += _names(t.target)
+        if isinstance(node.value, cst.Call) and names:
+            out.append(("targets", frozenset(names)))
+            out.append(("assigned", id(node.value)))
+        return
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        if node.value is not None:
+            _events(node.value, out)
+        if isinstance(node, cst.AugAssign):
+            out.extend(("load", n) for n in _names(node.target))
+        _target_events(node.target, out)
+        return
+    if isinstance(node, cst.For):
+        _events(node.iter, out)
+        _target_events(node.target, out)
+        _events(node.body, out)
+        if node.orelse is not None:
+            _events(node.orelse, out)
+        return
+    if isinstance(node, cst.Name):
+        out.append(("load", node.value))
+        return
+    for child in iter_children(node):
+        _events(child, out)
+
+
+def _target_events(target: cst.BaseExpression, out: list[tuple[str, object]]) -> None:
+    if isinstance(target, (cst.Name, cst.Tuple, cst.List, cst.StarredElement)):
+        out.extend(("store", n) for n in _names(target))
+    else:  # `x[i] = v`, `obj.a = v`: reads the container
+        _events(target, out)
 
 
 def _body(block: cst.BaseSuite) -> list[cst.CSTNode]:
