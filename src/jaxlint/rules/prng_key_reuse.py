@@ -260,7 +260,7 @@ class PrngKeyReuse(Rule):
         assert isinstance(targets, frozenset)
         pending = set(targets)
         for kind, name in events[start + 1:]:
-            if kind == "load" and name in pending:
+            if kind == "branch" or (kind == "load" and name in pending):
                 return False
             if kind == "store":
                 pending.discard(name)  # type: ignore[arg-type]
@@ -410,6 +410,13 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
         _events(node.iter, out)
         _target_events(node.target, out)
         _events(node.body, out)
+        if node.orelse is not None:
+            _events(node.orelse, out)
+        return
+    if isinstance(node, cst.If):
+        _events(node.test, out)
+        _events(node.body, out)
+        out.append(("branch", None))  # the other branch does not follow this one: stop reading on
         if node.orelse is not None:
             _events(node.orelse, out)
         return
