@@ -259,10 +259,21 @@ class PrngKeyReuse(Rule):
         targets = events[start - 1][1]
         assert isinstance(targets, frozenset)
         pending = set(targets)
+        depth = 0  # inside an `if` entered after the call, stores may not happen: only loads count
+        skipping = 0  # the other branch of an `if` whose branch holds the call never follows it
         for kind, name in events[start + 1:]:
-            if kind == "branch" or (kind == "load" and name in pending):
+            if skipping:
+                skipping += {"if": 1, "end": -1}.get(kind, 0)
+                continue
+            if kind == "if":
+                depth += 1
+            elif kind == "end":
+                depth = max(0, depth - 1)
+            elif kind == "else" and depth == 0:
+                skipping = 1
+            elif kind == "load" and name in pending:
                 return False
-            if kind == "store":
+            elif kind == "store" and depth == 0:
                 pending.discard(name)  # type: ignore[arg-type]
                 if not pending:
                     return True
@@ -415,10 +426,12 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
         return
     if isinstance(node, cst.If):
         _events(node.test, out)
+        out.append(("if", None))
         _events(node.body, out)
-        out.append(("branch", None))  # the other branch does not follow this one: stop reading on
+        out.append(("else", None))
         if node.orelse is not None:
             _events(node.orelse, out)
+        out.append(("end", None))
         return
     if isinstance(node, cst.Name):
         out.append(("load", node.value))
