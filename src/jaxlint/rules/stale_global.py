@@ -159,6 +159,10 @@ class StaleGlobal(Rule):
         if any(loop is not None for loop in later):
             return "a loop rebinds it"
         if later and len(orders) >= 2:
+            first_later = min(o for o in orders if o > fn.order)
+            last_use = _last_use(at_def, model)
+            if last_use is not None and last_use < first_later:
+                return None  # every use of the reader comes before the rebinding (a script run top to bottom)
             return "it is rebound after the function is defined"
         if owner is model.root:
             for other in model.functions:
@@ -178,6 +182,26 @@ class StaleGlobal(Rule):
             "the compiled code; pass it as an argument instead.",
             fn,
         )
+
+
+def _last_use(fn: FunctionInfo, model: ModuleModel) -> Optional[int]:
+    """The source-order stamp of the last module-level call of a module-level function, when calls there
+    are all that refers to it (a loop around them ends before a rebinding that is not itself in a loop);
+    None when it may be used otherwise."""
+    if fn.parent is not model.root or fn.name in model.root.declared_global:
+        return None
+    last = None
+    for call, scope, loop in model.all_calls:
+        refers = isinstance(call.func, cst.Name) and call.func.value == fn.name
+        passed = any(isinstance(a.value, cst.Name) and a.value.value == fn.name for a in call.args)
+        if passed or (refers and scope is not model.root):
+            return None  # handed on, or called from a function that may run later
+        if refers:
+            last = max(last or 0, model.call_order.get(id(call), 0))
+    for values in model.root.assigned.values():
+        if any(isinstance(v, cst.Name) and v.value == fn.name for v in values):
+            return None  # aliased
+    return last
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:
