@@ -196,3 +196,15 @@ def _flatten(value: Union[bool, list]) -> Iterator[bool]:
             yield from _flatten(v)
     else:
         yield value
+
+
+def container_path(expr: cst.BaseExpression) -> Optional[str]:
+    """`d`, `cfg.items_`, `batch["inputs"]`: a name for a container reached by names, attributes and string
+    keys (so `for k in batch["inputs"]: batch["inputs"][k]` can be recognised), else None."""
+    if isinstance(expr, cst.Subscript):
+        if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
+                and isinstance(expr.slice[0].slice.value, cst.SimpleString):
+            base = container_path(expr.value)
+            return f"{base}[{expr.slice[0].slice.value.value}]" if base is not None else None
+        return None
+    return dotted(expr)

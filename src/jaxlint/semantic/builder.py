@@ -7,6 +7,7 @@ import libcst as cst
 
 from ..jaxapi import CONTAINER_ANNOTATIONS, PYTREE_BASES, PYTREE_CLASS_DECORATORS
 from ..syntax import (
+    container_path,
     FuncNode,
     _is_const,
     _literal_values,
@@ -356,9 +357,11 @@ class _Builder:
             self.walk(side, scope, loop)
 
     def on_subscript(self, node: cst.Subscript, scope: Scope, loop: Optional[LoopInfo]) -> None:
-        if isinstance(node.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
                 and isinstance(node.slice[0].slice.value, cst.Name) and isinstance(scope, FunctionInfo):
-            scope.key_subscripts.add((node.value.value, node.slice[0].slice.value.value))
+            path = container_path(node.value)
+            if path is not None:
+                scope.key_subscripts.add((path, node.slice[0].slice.value.value))
         for child in iter_children(node):
             self.walk(child, scope, loop)
 

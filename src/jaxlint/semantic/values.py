@@ -16,7 +16,7 @@ from ..jaxapi import (
     STATIC_CALLS,
     TREE_MAPS,
 )
-from ..syntax import _flatten, _is_literal, _target_names, dotted
+from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
 from .builder import _scalar_guard_names
 from .scopes import FunctionInfo
 
@@ -90,8 +90,7 @@ class Values:
                     for n in _target_names(target):
                         trees.add(n)
                 if how == "for":
-                    if isinstance(target, cst.Name) and isinstance(value, cst.Name) \
-                            and (value.value, target.value) in fn.key_subscripts:
+                    if isinstance(target, cst.Name) and (container_path(value), target.value) in fn.key_subscripts:
                         continue  # `for k in d: ... d[k]`: iterating a mapping gives its keys
                     self._bind(target, self._elements(value), names)
                 elif how == "aug":
