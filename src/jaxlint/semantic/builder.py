@@ -53,7 +53,10 @@ class _Builder:
         self.counter += 1
         tp = type(node)
         if tp in self.m._wanted:
-            self.m.records.append(Record(node, scope, loop, self.guards, self.top))
+            guards = self.guards
+            if loop is None and isinstance(scope, FunctionInfo):
+                guards = guards | {f"@{self.counter}"}  # where it runs in straight-line code (see Values)
+            self.m.records.append(Record(node, scope, loop, guards, self.top))
         handler = _HANDLERS.get(tp)
         if handler is not None:
             handler(self, node, scope, loop)
@@ -210,6 +213,7 @@ class _Builder:
     def _event(self, scope: Scope, target: cst.BaseExpression, value: Optional[cst.BaseExpression], how: str) -> None:
         if isinstance(scope, FunctionInfo):
             scope.events.append((target, value, how))
+            scope.event_orders.append(self.counter)
 
     def on_assign(self, node: cst.Assign, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.walk(node.value, scope, loop)

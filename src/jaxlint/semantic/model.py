@@ -308,6 +308,7 @@ class ModuleModel:
             return None
         values = Values(self, fn)
         values._static_override = set(guards)
+        values._use_order = next((int(g[1:]) for g in guards if g.startswith("@")), None)
         return values
 
     def is_local(self, name: str, scope: Scope) -> bool:

@@ -74,6 +74,7 @@ class FunctionInfo(Scope):
     decorators: list[cst.Decorator] = field(default_factory=list)
     # Binding events in this function body: (target, value, how) — how is "=", "aug", "for", "with", "walrus".
     events: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression], str]] = field(default_factory=list)
+    event_orders: list[int] = field(default_factory=list)  # source-order stamp of each event
     calls: list[cst.Call] = field(default_factory=list)
     # Trace state, filled in by the model.
     traced: bool = False

@@ -47,6 +47,7 @@ class Values:
         self.fn = fn
         self._locals = fn.local_names
         self._static_override: set[str] = set()
+        self._use_order: Optional[int] = None  # source-order stamp of the node asked about, in straight-line code
 
     def solve(self) -> None:
         fn = self.fn
@@ -164,6 +165,9 @@ class Values:
             return False  # `sample_shape`, `batch_size`, `ndim`: named for static facts
         fn = self.fn
         if name in self._locals:
+            if name in fn.traced_names and self._use_order is not None and name not in fn.traced_params \
+                    and fn.param(name) is not None and self._rebound_only_after(name):
+                return False  # `if flags != sorted(flags): ...; flags = jnp.array(flags)`: still the argument here
             return name in fn.traced_names
         s = fn.parent
         while s is not None:
@@ -235,6 +239,14 @@ class Values:
         if isinstance(e, cst.Await):
             return self.traced(e.expression)
         return False
+
+    def _rebound_only_after(self, name: str) -> bool:
+        """Whether every binding of parameter `name` in the body comes after the use being asked about."""
+        fn = self.fn
+        use = self._use_order
+        assert use is not None
+        return all(order > use for (target, _v, _h), order in zip(fn.events, fn.event_orders)
+                   if name in _target_names(target))
 
     def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
         """A comprehension's variables belong to it: `[m for m in self.sizes]` is static even when another
