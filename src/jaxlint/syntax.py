@@ -54,7 +54,10 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes of `node` that can hold names and expressions (whitespace and punctuation skipped)."""
     out: list[cst.CSTNode] = []
     kinds = _KIND
-    for name in _FIELDS.get(type(node)) or _fields_of(type(node)):
+    names = _FIELDS.get(type(node))
+    if names is None:  # (an empty tuple, as for `Name`, is a cached answer too)
+        names = _fields_of(type(node))
+    for name in names:
         value = getattr(node, name)
         tp = type(value)
         kind = kinds.get(tp)

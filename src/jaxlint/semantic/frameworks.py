@@ -24,6 +24,8 @@ from ..jaxapi import (
     STAGING_MODULES,
 )
 
+_FRAMEWORK_PACKAGES = frozenset({"flax", "equinox", "haiku"})
+
 if TYPE_CHECKING:
     from .model import ModuleModel
     from .scopes import CallableRef, ClassInfo, FunctionInfo, Scope
@@ -45,6 +47,17 @@ class Frameworks:
         self._fields: dict[int, dict[str, tuple[str, Optional["ClassInfo"]]]] = {}
         self._callers: Optional[dict[int, list[tuple[cst.Call, "Scope", int]]]] = None
         self._busy: set[int] = set()
+        self._active: Optional[bool] = None
+
+    @property
+    def active(self) -> bool:
+        """Whether this file imports a model framework at all: local module classes and library modules
+        (`nn.Dense`) need one; most files of a project do not, and skip every question below."""
+        if self._active is None:
+            scopes: list["Scope"] = [self.m.root, *self.m.functions]
+            self._active = any(q.split(".")[0] in _FRAMEWORK_PACKAGES
+                               for sc in scopes for q in sc.imports.values())
+        return self._active
 
     # ---- classes ----------------------------------------------------------------------------
 
@@ -94,7 +107,7 @@ class Frameworks:
 
     def instance_class(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional["ClassInfo"]:
         """The framework class of the instance an expression holds, when this module says so unambiguously."""
-        if depth > 6:
+        if depth > 6 or not self.active:
             return None
         if isinstance(expr, cst.Call):
             return self.module_class(expr.func, scope)
@@ -355,6 +368,9 @@ class Frameworks:
     def callable_of(self, expr: cst.BaseExpression, scope: "Scope", call: Optional[cst.Call]) -> Optional["CallableRef"]:
         """The method (or haiku function) a call of `expr` runs, with how its arguments map."""
         from .scopes import CallableRef
+
+        if not self.active:
+            return None
 
         cls = self.instance_class(expr, scope)  # `model`, `self.encoder`, `self.layers[0]`, `Block(...)`
         if cls is not None:
