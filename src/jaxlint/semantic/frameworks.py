@@ -48,6 +48,7 @@ class Frameworks:
         self._callers: Optional[dict[int, list[tuple[cst.Call, "Scope", int]]]] = None
         self._busy: set[int] = set()
         self._active: Optional[bool] = None
+        self._instances: dict[tuple[int, int], tuple[cst.BaseExpression, Optional["ClassInfo"]]] = {}
 
     @property
     def active(self) -> bool:
@@ -109,6 +110,15 @@ class Frameworks:
         """The framework class of the instance an expression holds, when this module says so unambiguously."""
         if depth > 6 or not self.active:
             return None
+        if depth == 0:  # structural facts of the file: the same answer every time it is asked
+            key = (id(expr), id(scope))
+            hit = self._instances.get(key)
+            if hit is None or hit[0] is not expr:  # the node is kept, so its id cannot be reused
+                hit = self._instances[key] = (expr, self._instance_class(expr, scope, 0))
+            return hit[1]
+        return self._instance_class(expr, scope, depth)
+
+    def _instance_class(self, expr: cst.BaseExpression, scope: "Scope", depth: int) -> Optional["ClassInfo"]:
         if isinstance(expr, cst.Call):
             return self.module_class(expr.func, scope)
         if isinstance(expr, cst.Attribute):
