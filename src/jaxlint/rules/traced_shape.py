@@ -91,7 +91,6 @@ class TracedShape(Rule):
         values = where.abstract_values
         if values is None:
             return
-        fn = values.fn
         qual = where.resolve(node.func)
         what: Optional[str] = None
         if qual is not None and qual in SHAPE_ARGS:
@@ -116,7 +115,6 @@ class TracedShape(Rule):
         values = where.abstract_values
         if values is None:
             return
-        fn = values.fn
         for el in node.slice:
             sl = el.slice
             if isinstance(sl, cst.Slice) and any(

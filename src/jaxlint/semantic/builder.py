@@ -450,14 +450,13 @@ def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Sco
     return False
 
 
-def _register_options(model: "ModuleModel", cls: ClassInfo, call: cst.Call, scope: Scope, first: int) -> None:
-    """`register_dataclass(Cls, data_fields=[...], meta_fields=[...])` (or as a decorator)."""
+def _register_options(cls: ClassInfo, call: cst.Call) -> None:
+    """`register_dataclass(Cls, [data...], [meta...])` at module level, or its keywords `data_fields=`,
+    `meta_fields=` (the only form a `partial(...)` decorator can give)."""
     for i, a in enumerate(call.args):
         kw = a.keyword.value if a.keyword is not None else None
-        if kw is None and i - first == 1:
-            kw = "data_fields"
-        elif kw is None and i - first == 2:
-            kw = "meta_fields"
+        if kw is None and not a.star:
+            kw = {1: "data_fields", 2: "meta_fields"}.get(i)
         if kw in ("meta_fields", "data_fields"):
             names = _literal_values(a.value, _str_leaf)
             if names is not None:
@@ -492,18 +491,14 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
         expr = d.decorator
         call = expr if isinstance(expr, cst.Call) else None
         qual = model.resolve(call.func if call is not None else expr, scope)
-        first = 0
         if qual == "functools.partial" and call is not None and call.args:
             qual = model.resolve(call.args[0].value, scope)
-            first = 0  # partial(register_dataclass, data_fields=..., meta_fields=...): keywords only
         if qual in _REGISTER_CALLS or qual in PYTREE_CLASS_DECORATORS:
             cls.pytree = True
-            if call is not None:
-                _register_options(model, cls, call, scope, first if qual != "functools.partial" else 0)
+            if call is not None:  # decorator calls carry keywords only
+                _register_options(cls, cst.Call(call.func, [a for a in call.args if a.keyword is not None]))
             if qual == "jax.tree_util.register_static":
                 cls.static_fields.update(cls.fields)
-    if any(d in PYTREE_CLASS_DECORATORS for d in cls.decorators):
-        cls.pytree = True
     if any(b in PYTREE_BASES or b in ("typing.NamedTuple", "NamedTuple")
            or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
            for b in cls.bases):

@@ -184,7 +184,7 @@ class ModuleModel:
             if cls is None:
                 continue
             cls.pytree = True
-            _register_options(self, cls, call, scope, 0)
+            _register_options(cls, call)
             if qual in ("jax.tree_util.register_pytree_node", "jax.tree_util.register_pytree_with_keys") \
                     and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
                 flatten = self.root.defs.get(call.args[1].value.value)
