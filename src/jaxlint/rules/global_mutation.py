@@ -203,8 +203,10 @@ class GlobalMutation(Rule):
 
     def _scratch(self, name: str, owner: Scope, values: list[cst.BaseExpression], where: Where) -> bool:
         """A container of an enclosing function that leaks nothing: the values written cannot be tracers,
-        or the enclosing function never reads it back (only the nested trace does)."""
-        if values and all(self._untraceable(v, where) for v in values):
+        or the enclosing function never reads it back (only the nested trace does). A module-level container
+        written under a cached trace is never scratch: the write itself happens once per trace."""
+        cached = where.traced is not None and where.traced.cached
+        if values and (isinstance(owner, FunctionInfo) or not cached) and all(self._untraceable(v, where) for v in values):
             return True
         return isinstance(owner, FunctionInfo) and not where.model.reads_directly(owner, name)
 
@@ -250,11 +252,10 @@ class GlobalMutation(Rule):
         if not self._leaks(values, where):
             return
         if self._is_self(root.value, fn):
-            if "flax_jit" in fn.transforms or where.model.frameworks.self_updates_propagate(fn):
-                return  # Flax's jit (and nnx's transforms) propagate Module state updates out of the trace
-            if fn.cls is not None and where.model.frameworks.kind(fn.cls) is not None:
-                # A haiku/linen module instance lives inside the transformed function (linen and
-                # equinox modules refuse the write outright): its attributes do not outlive the trace.
+            if "flax_jit" in fn.transforms or (fn.cls is not None and where.model.frameworks.kind(fn.cls) is not None):
+                # Flax's lifted jit and nnx's transforms propagate Module state updates out of the trace; a
+                # haiku/linen module instance lives inside the transformed function (linen and equinox
+                # modules refuse the write outright): its attributes do not outlive the trace.
                 return
             if values and all(self._untraceable(v, where) for v in values):
                 return  # caching a jitted callable or a literal on the instance leaks nothing

@@ -156,8 +156,9 @@ class JitInLoop(Rule):
                 for value in l.bound.get(expr.value, []):
                     if value is site:
                         continue  # `f = jax.jit(f)`: the rebinding is this very call
-                    if value is not None and self._fresh(value, where, l, site):
-                        return f"`{expr.value}`, rebound in the loop to {self._fresh(value, where, l)}"
+                    why = self._fresh(value, where, l, site) if value is not None else None
+                    if why:
+                        return f"`{expr.value}`, rebound in the loop to {why}"
                 l = l.parent
             return None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and self._is_instance(expr.value, where):
@@ -217,7 +218,8 @@ class JitInLoop(Rule):
         return None
 
     def _compiles_anyway(self, node: cst.Call, callable_: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
-        if id(node) in self.__dict__.setdefault("_aot", set()):
+        applied = where.model.applied_parent.get(id(node))
+        if applied is not None and isinstance(applied.func, cst.Attribute) and applied.func.attr.value in ("lower", "trace"):
             return True  # `jax.jit(f).lower(...).compile()`: ahead-of-time compilation per shape or sharding
         varying = _bound_in_loop(loop)
         if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
@@ -239,9 +241,6 @@ class JitInLoop(Rule):
     # ---- visitors ---------------------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("lower", "trace") \
-                and isinstance(node.func.value, cst.Call):
-            self.__dict__.setdefault("_aot", set()).add(id(node.func.value))
         loop = where.loop
         if where.resolve(node.func) not in JIT_LIKE or not node.args:
             return

@@ -156,22 +156,24 @@ class PrngKeyReuse(Rule):
         """Functions of this module that consume a key parameter (sample from it or split it, directly or
         through another such function): id of the function -> positions of those parameters."""
         model = self._where.model
-        cache = self.__dict__.setdefault("_consumer_cache", {})
-        if id(model) in cache:
-            return cache[id(model)]
+        cached = self.__dict__.get("_consumer_cache")
+        if cached is not None and cached[0] is model:
+            return cached[1]
         out: dict[int, set[int]] = {}
-        for _ in range(3):
+        grew = True
+        while grew:  # through helpers that hand the key on, to a fixed point
+            grew = False
             for fn in model.functions:
                 # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
                 positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
+                found: set[int] = set()
                 for call in fn.calls:
-                    name = None
                     q = model.resolve(call.func, fn) or ""
                     fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
                     if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
                         name = self._key_arg(call)
                         if name in positions:
-                            out.setdefault(id(fn), set()).add(positions[name])
+                            found.add(positions[name])
                         continue
                     callee = self._callee(call, fn)
                     if callee is None or id(callee[0]) not in out:
@@ -179,8 +181,11 @@ class PrngKeyReuse(Rule):
                     for i, a in enumerate(a for a in call.args if a.keyword is None and not a.star):
                         if i + callee[1] in out[id(callee[0])] and isinstance(a.value, cst.Name) \
                                 and a.value.value in positions:
-                            out.setdefault(id(fn), set()).add(positions[a.value.value])
-        cache[id(model)] = out
+                            found.add(positions[a.value.value])  # type: ignore[arg-type]
+                if found - out.get(id(fn), set()):
+                    out.setdefault(id(fn), set()).update(found)
+                    grew = True
+        self.__dict__["_consumer_cache"] = (model, out)
         return out
 
     def _callee(self, call: cst.Call, scope: Scope) -> Optional[tuple[FunctionInfo, int]]:

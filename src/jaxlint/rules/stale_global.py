@@ -153,7 +153,7 @@ class StaleGlobal(Rule):
         while at_def.parent is not owner and isinstance(at_def.parent, FunctionInfo):
             at_def = at_def.parent  # the def that runs in the owner's scope
         orders = list(owner.bind_order.get(name, []))
-        loops = list(owner.bind_loops.get(name, [None] * len(orders)))
+        loops = owner.bind_loops.get(name, [])
         later = [loop for order, loop in zip(orders, loops)
                  if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)]
         if any(loop is not None for loop in later):

@@ -202,7 +202,6 @@ class _Builder:
             scope.bind_loops.setdefault(name, []).append(loop)
             if loop is not None:
                 loop.bound.setdefault(name, []).append(value)
-                scope.loop_bound.add(name)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
                 inner = el.value
@@ -244,7 +243,6 @@ class _Builder:
             scope.bind_order.setdefault(node.target.value, []).append(self.counter)
             scope.bind_loops.setdefault(node.target.value, []).append(loop)
             if loop is not None:
-                scope.loop_bound.add(node.target.value)
                 loop.bound.setdefault(node.target.value, []).append(None)
         else:
             self.walk(node.target, scope, loop)

@@ -506,10 +506,6 @@ class Frameworks:
         fn = self.method(cls, meth)
         return fn if fn is not None and fn.is_method else None
 
-    def self_updates_propagate(self, fn: "FunctionInfo") -> bool:
-        """In an nnx Module's methods, Variable updates on `self` are the framework's state mechanism."""
-        return fn.cls is not None and self.kind(fn.cls) == "nnx"
-
 
 def dotted_head(expr: cst.BaseExpression) -> Optional[str]:
     from ..syntax import dotted

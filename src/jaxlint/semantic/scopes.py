@@ -40,7 +40,6 @@ class Scope:
     # name -> source-order stamps of its bindings in this scope (for "rebound after the def")
     bind_order: dict[str, list[int]] = field(default_factory=dict)
     bind_loops: dict[str, list[Optional["LoopInfo"]]] = field(default_factory=dict)  # the loop of each binding
-    loop_bound: set[str] = field(default_factory=set)  # names rebound by a loop in this scope
     order: int = 0  # source-order stamp of the scope's definition
 
     def binds(self, name: str) -> bool:
