@@ -147,6 +147,30 @@ def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool 
     return out
 
 
+def buffer_context(path: str, include: Iterable[str] = DEFAULT_INCLUDE) -> list[str]:
+    """The files around a buffer named `path` that cross-file following reads: its whole top-level
+    package when it is in one, else the modules beside it (which it imports by their bare names)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return []
+    top = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        top, folder = folder, os.path.dirname(folder)
+    if top is not None:
+        return [_relative(top)]
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [_relative(os.path.join(folder, n)) for n in names
+            if n.endswith(".py") and os.path.isfile(os.path.join(folder, n)) and _included(n, include)]
+
+
+def _relative(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 # ---- one file ---------------------------------------------------------------------------------
 
 
