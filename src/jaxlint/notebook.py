@@ -87,7 +87,7 @@ def _decode(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise NotebookError(f"the notebook is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise NotebookError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 def load(raw: bytes) -> Notebook:
@@ -96,18 +96,18 @@ def load(raw: bytes) -> Notebook:
     try:
         doc = json.loads(text.lstrip("\ufeff"))
     except (ValueError, RecursionError) as exc:
-        raise NotebookError(f"the notebook is not valid JSON ({_first_line(exc)})") from None
+        raise NotebookError(f"not valid JSON ({_first_line(exc)})") from None
     if not isinstance(doc, dict):
-        raise NotebookError("the notebook's JSON is not an object")
+        raise NotebookError("its JSON is not an object")
     major = doc.get("nbformat")
     if major != 4:
         if isinstance(major, int) and major < 4:
-            raise NotebookError(f"the notebook is in nbformat {major}; only nbformat 4 is read "
+            raise NotebookError(f"it is in nbformat {major}; only nbformat 4 is read "
                                 "(convert it with `jupyter nbconvert --to notebook --inplace`)")
-        raise NotebookError(f"the notebook's `nbformat` is {major!r}, not 4")
+        raise NotebookError(f"its `nbformat` is {major!r}, not 4")
     cells = doc.get("cells")
     if not isinstance(cells, list):
-        raise NotebookError("the notebook has no `cells` list")
+        raise NotebookError("it has no `cells` list")
     language = _language(doc)
     out: list[CodeCell] = []
     errors: list[CellError] = []
@@ -122,8 +122,8 @@ def load(raw: bytes) -> Notebook:
         elif isinstance(source, str):
             as_list, joined = False, source
         else:
-            errors.append(CellError(number, 1, 1, "the cell's `source` is neither a string nor a list of strings; "
-                                                  "the cell was not checked"))
+            errors.append(CellError(number, 1, 1, "The cell's `source` is neither a string nor a list of strings; "
+                                                  "the cell was not checked."))
             continue
         raw_lines = joined.split("\n")
         neutral = neutralise(raw_lines)
@@ -167,7 +167,7 @@ def _check_cells(nb: Notebook) -> None:
                                        f"Syntax error: {exc.msg}; the cell was not checked."))
             cell.broken = True
         except (ValueError, RecursionError, MemoryError) as exc:
-            nb.errors.append(CellError(cell.number, 1, 1, f"{_first_line(exc)}; the cell was not checked."))
+            nb.errors.append(CellError(cell.number, 1, 1, f"The cell cannot be parsed ({_first_line(exc)}); the cell was not checked."))
             cell.broken = True
 
 
@@ -372,14 +372,18 @@ def write_sources(raw: bytes, nb: Notebook, changed: dict[int, str]) -> bytes:
     spans = _source_spans(text)
     as_list = {c.number: c.as_list for c in nb.cells}
     ascii_only = text.isascii()
-    out = text
-    for number in sorted(changed, reverse=True):
+    pieces: list[str] = []
+    pos = 0
+    for number in sorted(changed):
         if number not in spans:
             raise WriteBackError(f"cell {number}'s source was not found in the notebook's text")
         start, end = spans[number]
-        value = (_list_value(out[start:end], changed[number], ascii_only) if as_list[number]
-                 else json.dumps(changed[number], ensure_ascii=ascii_only))
-        out = out[:start] + value + out[end:]
+        pieces.append(text[pos:start])
+        pieces.append(_list_value(text[start:end], changed[number], ascii_only) if as_list[number]
+                      else json.dumps(changed[number], ensure_ascii=ascii_only))
+        pos = end
+    pieces.append(text[pos:])
+    out = "".join(pieces)
     # The result must read back as the same notebook with exactly the new sources.
     doc = json.loads(out.lstrip("\ufeff"))
     for number, source in changed.items():
