@@ -230,7 +230,7 @@ def _magic_line(line: str, code: str) -> Optional[str]:
         return None
     if stripped[0] in "%!?":  # %magic, %%magic, !shell, ?help, ??help
         return indent + "pass"
-    if stripped[0] in "/,;" :  # IPython's autocall forms: never Python at the start of a line
+    if stripped[0] in "/,;":  # IPython's autocall forms: never Python at the start of a line
         return indent + "pass"
     if code.rstrip().endswith("?"):  # obj? and obj?? (help)
         return indent + "pass"
