@@ -19,9 +19,10 @@ from .jaxapi import Transform
 from .cache import Cache, key_for
 from .semantic import ExternalCall, ModuleModel
 from .positions import node_spans
-from .rules import ALL_CODES, RULES, SYNTAX_ERROR
+from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from .rules.base import Rule
-from .suppress import is_suppressed
+from .rules.unused_suppression import UnusedSuppression
+from .suppress import Suppressions, skips_file
 
 if TYPE_CHECKING:
     from .fix import FixResult
@@ -37,7 +38,7 @@ SKIP_DIRS = frozenset(
 @dataclass
 class Settings:
     paths: list[str] = field(default_factory=lambda: ["."])
-    codes: set[str] = field(default_factory=lambda: set(ALL_CODES))  # selected rule codes
+    codes: set[str] = field(default_factory=lambda: set(DEFAULT_CODES))  # selected rule codes
     exclude: list[str] = field(default_factory=list)  # glob patterns, matched against path parts and paths
     force_exclude: bool = False
     verify: bool = True
@@ -47,6 +48,8 @@ class Settings:
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
     trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
     cache_dir: Optional[str] = None  # None: no cache
+    respect_gitignore: bool = False  # skip what .gitignore files ignore while walking folders
+    progress: bool = True  # a progress line on a terminal during verification
 
     def cache_key(self) -> str:
         """What, besides the file itself, changes a file's static findings."""
@@ -81,8 +84,11 @@ def _excluded(path: str, patterns: list[str]) -> bool:
     return False
 
 
-def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False) -> list[str]:  # type: ignore[assignment]
+def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False,  # type: ignore[assignment]
+             respect_gitignore: bool = False) -> list[str]:
     """The Python files to check, each once, in a stable order. Raises PathError for a missing path."""
+    from .gitignore import GitIgnore
+
     seen: set[str] = set()
     out: list[str] = []
 
@@ -96,18 +102,22 @@ def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool 
         if not os.path.lexists(given):
             raise PathError(f"path `{given}` does not exist")
         if os.path.isdir(given):
+            ignored = GitIgnore(given) if respect_gitignore else None
             for root, dirs, files in os.walk(given):
                 dirs[:] = sorted(
                     d for d in dirs
                     if d not in SKIP_DIRS and not d.endswith(".egg-info")
                     and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
                     and not _excluded(os.path.normpath(os.path.join(root, d)), list(exclude))
+                    and not (ignored is not None and ignored.ignored(os.path.join(root, d), is_dir=True))
                 )
                 for name in sorted(files):
                     if not name.endswith(".py"):
                         continue
                     p = os.path.normpath(os.path.join(root, name))
                     if _excluded(p, list(exclude)) or not os.path.isfile(p):
+                        continue
+                    if ignored is not None and ignored.ignored(os.path.join(root, name), is_dir=False):
                         continue
                     add(p)
         else:
@@ -148,12 +158,15 @@ def _syntax_error(raw: bytes, path: str, exc: cst.ParserSyntaxError) -> Finding:
                                    f"Syntax error: {py.msg}; the file was not checked.")
     except (ValueError, RecursionError, MemoryError):
         pass
+    else:
+        # CPython reads the file: the syntax is valid, only jaxlint's parser (libcst) lacks it.
+        code, name, _ = UNSUPPORTED_SYNTAX
+        return Finding(path, exc.editor_line, exc.editor_column, exc.editor_line, exc.editor_column, code, name,
+                       "jaxlint's parser could not read this file; it was not checked "
+                       f"(CPython compiles it; the parser stopped at line {exc.editor_line}).",
+                       None, Verification("not-run", ""))
     return _syntax_finding(path, exc.editor_line, exc.editor_column,
                            f"Syntax error: {_one_line(exc)}; the file was not checked.")
-
-
-def _decode_lines(source: bytes, encoding: str) -> list[str]:
-    return source.decode(encoding, errors="replace").splitlines()
 
 
 def _extra_transforms(names: Iterable[str]) -> dict[str, Transform]:
@@ -185,8 +198,10 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
              external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
-    codes = set(ALL_CODES) if codes is None else codes
+    codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
+    if skips_file(raw):
+        return [], []
     try:
         module = cst.parse_module(raw)
     except cst.ParserSyntaxError as exc:
@@ -212,8 +227,8 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
             module = cst.parse_module(data)
         except Exception:
             return [], None
-        found, _ = check_module(module, data, path, codes_for(path, settings),
-                                _extra_transforms(settings.trace_decorators))
+        codes = codes_for(path, settings) - {UnusedSuppression.code}
+        found, _ = check_module(module, data, path, codes, _extra_transforms(settings.trace_decorators))
         return found, module
 
     return lint
@@ -222,16 +237,27 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
 def fix_paths(settings: "Settings", unsafe: bool, write: bool) -> tuple[list["FixResult"], list[str]]:
     """Apply (or, with write=False, only compute) the autofixes of every file; (results, error lines)."""
     from .fix import FileChanged, fix_source, write_atomic
+    from .suppress import remove_unused
 
     lint = lint_for_fix(settings)
     results: list[FixResult] = []
     errors: list[str] = []
-    for path in discover(settings.paths, settings.exclude, settings.force_exclude):
+    # Whether a suppression is unused can depend on traced callers in other files, which the per-file
+    # fix loop does not see: take those findings from a whole run and remove them as text first.
+    stale: dict[str, list[Finding]] = {}
+    if UnusedSuppression.code in settings.codes:
+        for f in run(dataclasses.replace(settings, verify=False)).findings:
+            if f.code == UnusedSuppression.code:
+                stale.setdefault(f.path, []).append(f)
+    for path in discover(settings.paths, settings.exclude, settings.force_exclude, settings.respect_gitignore):
         data, err = _read(path)
         if data is None:
             continue
         try:
-            res = fix_source(data, path, lint, unsafe=unsafe)
+            start, removed = remove_unused(data, stale[path]) if path in stale else (data, 0)
+            res = fix_source(start, path, lint, unsafe=unsafe)
+            res.original = data
+            res.applied[:0] = stale.get(path, [])[:removed]
         except Exception as exc:  # never write a half-fixed file
             errors.append(f"could not fix {path}: {type(exc).__name__}: {exc}")
             continue
@@ -255,7 +281,8 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
     result = run(dataclasses.replace(settings, verify=False))
     by_path: dict[str, list[Finding]] = {}
     for f in result.findings:
-        if f.name != SYNTAX_ERROR[1]:
+        # A comment cannot silence a file that was not parsed, nor a finding about a comment.
+        if f.name not in (SYNTAX_ERROR[1], UNSUPPORTED_SYNTAX[1], "invalid-suppression", UnusedSuppression.name):
             by_path.setdefault(f.path, []).append(f)
     added = 0
     errors = list(result.errors)
@@ -302,8 +329,9 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             if len(rule.reports) != before:
                 tops.add(rec.top)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
+    suppressions = Suppressions.scan(raw)
     if not reports:
-        return [], calls
+        return sorted(suppressions.findings(path, codes), key=Finding.sort_key), calls
     # Positions cost code generation: only files with findings pay for it, and only for the
     # top-level statements that hold them.
     wanted: list[cst.CSTNode] = []
@@ -320,13 +348,11 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     except (UnicodeDecodeError, LookupError):
         text = None
     positions = node_spans(module, text, wanted, tops)
-    lines = _decode_lines(raw, module.encoding)
     findings: list[Finding] = []
     for rule, rep in reports:
         start_line, start_col = positions[id(rep.node)][:2]
         end_line, end_col = positions[id(rep.end_node if rep.end_node is not None else rep.node)][2:]
-        text_line = lines[start_line - 1] if start_line - 1 < len(lines) else ""
-        if is_suppressed(text_line, rule.code, rule.name):
+        if suppressions.suppresses(start_line, rule.code):
             continue
         target = None
         fn = rep.function
@@ -339,6 +365,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                 fn.qualname if fn is not None else None, Verification(), rep.fix, target, rep.edit,
             )
         )
+    findings += suppressions.findings(path, codes)
     findings.sort(key=Finding.sort_key)
     return findings, calls
 
@@ -567,7 +594,7 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
 def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
-    files = discover(settings.paths, settings.exclude, settings.force_exclude)
+    files = discover(settings.paths, settings.exclude, settings.force_exclude, settings.respect_gitignore)
     with _Workers(settings) as workers:
         results, errors = analyse_files(files, settings, workers)
         follow_across_files(files, results, settings, errors, workers=workers)
@@ -578,7 +605,8 @@ def run(settings: Settings) -> Result:
         import sys
 
         verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(findings) > 5,
+                        jobs=max(1, settings.jobs),
+                        progress=settings.progress and sys.stderr.isatty() and len(findings) > 5,
                         cache_dir=settings.cache_dir)
     findings.sort(key=Finding.sort_key)
     return Result(findings, len(files), time.perf_counter() - started, errors)
