@@ -15,8 +15,6 @@ from click.testing import CliRunner
 
 from jaxlint.cli import main
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
-
 # Three findings: print-in-trace (safe fix), traced-if on an `int` parameter (unsafe fix: mark it
 # static), and traced-while (no fix).
 MIXED = textwrap.dedent(
@@ -192,7 +190,7 @@ def _on_a_terminal(args: list[str], env_extra: dict[str, str]) -> str:
     """Run jaxlint as a process whose stdout is a pseudo-terminal; what it printed."""
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    env.update(PYTHONPATH=SRC, TERM="xterm", **env_extra)
+    env.update(TERM="xterm", **env_extra)
     proc = subprocess.Popen([sys.executable, "-m", "jaxlint", "--no-verify", "--no-cache", "--isolated", *args],
                             stdout=slave, stderr=subprocess.DEVNULL, env=env)
     os.close(slave)
@@ -251,6 +249,11 @@ def test_respect_gitignore_nested_and_negated(tmp_path: Path) -> None:
         assert len(every) == 8
         _write(root, "pyproject.toml", "[tool.jaxlint]\nrespect-gitignore = false\n")
         assert len(_checked(_run("--format", "json", "--select", "JL201", "."))) == 8
+        # a folder named on the command line is walked even when ignored; .gitignore files inside count
+        _write(root, "generated/.gitignore", "skip_me.py\n")
+        _write(root, "generated/skip_me.py", HAZARD)
+        assert _checked(_run("--isolated", "--format", "json", "--select", "JL201", "generated")) == \
+            ["generated/out.py"]
         # a file named on the command line is checked even when ignored (as git lints tracked files)
         assert _checked(_run("--isolated", "--format", "json", "--select", "JL201", "generated/out.py")) == \
             ["generated/out.py"]
@@ -301,8 +304,7 @@ def test_rule_command_suggests_a_name() -> None:
 
 
 def test_console_script_help_names_jaxlint() -> None:
-    proc = subprocess.run([sys.executable, "-m", "jaxlint", "--help"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": SRC})
+    proc = subprocess.run([sys.executable, "-m", "jaxlint", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0
     assert re.search(r"^Usage: jaxlint \[OPTIONS\] \[PATHS\]\.\.\.$", proc.stdout, re.M)
     assert "rule" in proc.stdout and "clean" in proc.stdout

@@ -48,7 +48,7 @@ class Settings:
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
     trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
     cache_dir: Optional[str] = None  # None: no cache
-    respect_gitignore: bool = False  # skip what .gitignore files ignore while walking folders
+    respect_gitignore: bool = True  # skip what .gitignore files ignore while walking folders (as Ruff)
     progress: bool = True  # a progress line on a terminal during verification
 
     def cache_key(self) -> str:
@@ -85,7 +85,7 @@ def _excluded(path: str, patterns: list[str]) -> bool:
 
 
 def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False,  # type: ignore[assignment]
-             respect_gitignore: bool = False) -> list[str]:
+             respect_gitignore: bool = True) -> list[str]:
     """The Python files to check, each once, in a stable order. Raises PathError for a missing path."""
     from .gitignore import GitIgnore
 

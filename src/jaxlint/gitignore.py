@@ -40,7 +40,8 @@ class GitIgnore:
     line of a file wins within it (so `!keep.py` re-includes), `.git/info/exclude` comes below every
     `.gitignore`, and a file under an ignored folder is never reached (the walk prunes the folder).
     Inside a repository the `.gitignore` files from its root down to `top` apply too; outside one,
-    only those at and below `top`.
+    only those at and below `top`. A folder named on the command line is walked even when git
+    ignores it (as a file named there is checked): then only the `.gitignore` files inside it count.
     """
 
     def __init__(self, top: str) -> None:
@@ -49,6 +50,13 @@ class GitIgnore:
         self.specs: dict[str, Optional[pathspec.GitIgnoreSpec]] = {}
         self.exclude = _read_spec(os.path.join(self.root, ".git", "info", "exclude")) \
             if os.path.isdir(os.path.join(self.root, ".git")) else None
+        chain = []
+        here = self.top
+        while len(here) > len(self.root):
+            chain.append(here)
+            here = os.path.dirname(here)
+        if any(self.ignored(folder, is_dir=True) for folder in reversed(chain)):
+            self.root, self.exclude = self.top, None
 
     def _spec(self, folder: str) -> Optional[pathspec.GitIgnoreSpec]:
         if folder not in self.specs:
