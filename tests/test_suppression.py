@@ -189,3 +189,14 @@ def test_console_script_reports_unsupported_syntax(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert f"{p}:1:1: JL902 [unsupported-syntax] jaxlint's parser could not read this file" in proc.stdout
+
+
+def test_comment_and_parser_findings_are_not_sent_to_verification(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", "x = 1  # jaxlint: ignore[traced-iff]\n")
+    _write(tmp_path, "b.py", "(name): int = 1\n")
+    _write(tmp_path, "c.py", "y = 2  # noqa: JL201\n")
+    res = CliRunner().invoke(main, ["--verify", "--no-cache", "--isolated", "--format", "json", "--select", "ALL",
+                                    str(tmp_path)], catch_exceptions=False)
+    found = json.loads(res.output)["findings"]
+    assert sorted(f["name"] for f in found) == ["invalid-suppression", "unsupported-syntax", "unused-suppression"]
+    assert {f["verification"]["status"] for f in found} == {"not-run"}
