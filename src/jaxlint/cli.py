@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
@@ -16,6 +16,9 @@ from .report import statistics, to_github, to_json, to_sarif, to_text, visible
 from .rules import ALL_CODES, BY_CODE, BY_NAME, DEFAULT_CODES, PSEUDO_RULES, RULES
 from .select import SelectionError, expand, split
 from .suppress import suggest
+
+if TYPE_CHECKING:
+    from .fix import FixResult
 
 
 class CliError(click.ClickException):
@@ -284,7 +287,7 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
     sys.exit(0 if exit_zero or not counted else 1)
 
 
-def _fixed_list(fixes: list) -> str:
+def _fixed_list(fixes: list["FixResult"]) -> str:
     """What `--fix` fixed, per file and rule (Ruff's `--show-fixes` list)."""
     from collections import Counter
 

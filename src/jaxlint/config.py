@@ -2,7 +2,6 @@
 each error naming the key and where it came from."""
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -70,8 +69,10 @@ def _str_list(value: Any, where: str) -> list[str]:
 
 
 def _unknown_key(key: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, sorted(_KEYS), n=1)
-    hint = f"; did you mean `{close[0]}`?" if close else f" (known keys: {', '.join(sorted(_KEYS))})."
+    from .suppress import suggest
+
+    close = suggest(key, sorted(_KEYS))
+    hint = f"; did you mean `{close}`?" if close else f" (known keys: {', '.join(sorted(_KEYS))})."
     return ConfigError(f"{where}: unknown key `{key}` in [tool.jaxlint]{hint}")
 
 

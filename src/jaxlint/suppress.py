@@ -22,28 +22,6 @@ _HINT = re.compile(rb"noqa|jaxlint", re.IGNORECASE)
 _ITEM = re.compile(r"[^,\s]+")
 
 
-def is_suppressed(line_text: str, code: str, name: str) -> bool:
-    """Whether a line-level comment on `line_text` silences the rule `code`/`name` (text only, no tokenizing)."""
-    if "#" not in line_text:
-        return False
-    m = _IGNORE.search(line_text)
-    if m:
-        names = m.group("names")
-        if names is None:
-            return True
-        wanted = {n.strip() for n in names.split(",") if n.strip()}
-        if name in wanted or code in wanted:
-            return True
-    for m in _NOQA.finditer(line_text):
-        codes = m.group("codes")
-        if codes is None:
-            return True
-        wanted = {c.strip().upper() for c in re.split(r"[,\s]+", codes) if c.strip()}
-        if code.upper() in wanted:
-            return True
-    return False
-
-
 @dataclass
 class Item:
     """One rule named in a suppression comment, as written."""
@@ -297,9 +275,11 @@ def add_ignore_comments(source: bytes, findings: list) -> tuple[bytes, int]:
     text = source.decode(encoding)
     lines = text.splitlines(keepends=True)
     blocked = _string_interior_lines(source)
+    present = Suppressions.scan(source)
     wanted: dict[int, set[str]] = {}
     for f in findings:
-        wanted.setdefault(f.line, set()).add(f.name)
+        if not present.suppresses(f.line, f.code, mark=False):
+            wanted.setdefault(f.line, set()).add(f.name)
     added = 0
     for line_no, names in sorted(wanted.items()):
         if line_no in blocked or not 0 < line_no <= len(lines):
@@ -308,8 +288,6 @@ def add_ignore_comments(source: bytes, findings: list) -> tuple[bytes, int]:
         body = raw.rstrip("\r\n")
         ending = raw[len(body):]
         if body.rstrip().endswith("\\"):
-            continue
-        if all(is_suppressed(body, "", n) for n in names):
             continue
         m = _IGNORE.search(body)
         if m and m.group("names") is not None:
