@@ -19,8 +19,8 @@ from typing import Any, Optional
 
 from ..findings import Finding, Verification
 
-# Rules whose findings are never verified by tracing.
-_NOT_RUN = {"syntax-error"}
+# Rules whose findings are never verified by tracing: they are about the file, not about JAX.
+_NOT_RUN = {"syntax-error", "unsupported-syntax", "invalid-suppression", "unused-suppression"}
 _STARTUP_SECONDS = 20.0  # importing JAX in a fresh process, on a busy machine
 
 
