@@ -73,3 +73,55 @@ def test_a_time_out_is_not_cached(tmp_path: Path) -> None:
                for f in found), [f.verification for f in found]
     assert _verdict_entries(cache) == []
     assert not list(cache.rglob("*.tmp"))
+
+
+HAZARD = "import jax\n\n\n@jax.jit\ndef step(x):\n    if x > 0:\n        return x\n    return -x\n"
+
+
+def _static(paths: list[Path], cache: Path, jobs: int = 1):
+    return run(Settings(paths=[str(p) for p in paths], verify=False, cache_dir=str(cache), jobs=jobs))
+
+
+def test_a_cold_run_writes_a_few_shards_not_a_file_per_source_file(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(60):
+        (src / f"m{i:02d}.py").write_text(HAZARD.replace("step", f"step{i}"), encoding="utf-8")
+    cache = tmp_path / "cache"
+    first = _static([src], cache, jobs=2)
+    written = [p for p in cache.rglob("*") if p.is_file() and p.suffix == ".json"]
+    assert 1 <= len(written) <= 16, [p.name for p in written]
+    entries = sum(len(json.loads(p.read_text(encoding="utf-8"))["entries"]) for p in written)
+    assert entries == 60
+    # A warm run answers from the shards: the results are the same, and nothing is rewritten.
+    stamps = {p: p.stat().st_mtime_ns for p in written}
+    second = _static([src], cache, jobs=2)
+    assert [f.to_json() for f in second.findings] == [f.to_json() for f in first.findings]
+    assert {p: p.stat().st_mtime_ns for p in written} == stamps
+
+
+def test_a_cached_result_is_what_the_run_returns(tmp_path: Path) -> None:
+    src = tmp_path / "a.py"
+    src.write_text(HAZARD, encoding="utf-8")
+    cache = tmp_path / "cache"
+    _static([src], cache)
+    [shard] = [p for p in cache.rglob("*.json")]
+    doc = json.loads(shard.read_text(encoding="utf-8"))
+    [entry] = doc["entries"].values()
+    entry["findings"][0]["message"] = "served from the cache"
+    shard.write_text(json.dumps(doc), encoding="utf-8")
+    [found] = _static([src], cache).findings
+    assert found.message == "served from the cache"
+
+
+def test_entries_of_old_contents_are_pruned(tmp_path: Path) -> None:
+    from jaxlint.cache import KEEP_PER_PATH
+
+    src = tmp_path / "a.py"
+    cache = tmp_path / "cache"
+    for i in range(KEEP_PER_PATH + 5):
+        src.write_text(HAZARD + f"\nVERSION = {i}\n", encoding="utf-8")
+        _static([src], cache)
+    entries = [e for p in cache.rglob("*.json") for e in json.loads(p.read_text(encoding="utf-8"))["entries"].values()]
+    assert len(entries) == KEEP_PER_PATH
+    assert all(e["path"] == str(src) for e in entries)

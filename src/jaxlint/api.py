@@ -360,18 +360,13 @@ def codes_for(path: str, settings: Settings) -> set[str]:
     return codes
 
 
-def _analyse_file(path: str, settings: Settings, external: Optional[list[ExternalCall]] = None
-                  ) -> tuple[list[Finding], list[ExternalCall], Optional[str]]:
+def _analyse_file(path: str, settings: Settings, external: Optional[list[ExternalCall]] = None,
+                  data: Optional[bytes] = None) -> tuple[list[Finding], list[ExternalCall], Optional[str]]:
     """(findings, calls into other modules, internal error) for one file; never raises."""
-    data, err = _read(path)
     if data is None:
-        return [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], [], None
-    cache = Cache(settings.cache_dir) if settings.cache_dir else None
-    key = key_for(data, settings.cache_key() + "|" + path, external or []) if cache else ""
-    if cache is not None:
-        hit = cache.get(key)
-        if hit is not None:
-            return hit[0], hit[1], None
+        data, err = _read(path)
+        if data is None:
+            return [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], [], None
     try:
         found, calls = analyse(data, path, codes_for(path, settings), settings.trace_decorators, external)
     except RecursionError:
@@ -381,18 +376,17 @@ def _analyse_file(path: str, settings: Settings, external: Optional[list[Externa
         return [], [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
     for f in found:
         f.edit = None  # edits hold tree nodes: they serve --fix only, which analyses afresh
-    if cache is not None:
-        cache.put(key, found, calls)
     return found, calls, None
 
 
 Row = tuple[str, list[Finding], list[ExternalCall], Optional[str]]
 Item = tuple[str, Optional[list[ExternalCall]]]  # a path, and the calls into it from other files
+Job = tuple[str, Optional[list[ExternalCall]], Optional[bytes]]  # an item, and its bytes when already read
 
 
-def _analyse_chunk(args: tuple[list[Item], Settings]) -> list[Row]:
-    items, settings = args
-    return with_deep_stack(lambda: [(p, *_analyse_file(p, settings, ext)) for p, ext in items])
+def _analyse_chunk(args: tuple[list[Job], Settings]) -> list[Row]:
+    jobs, settings = args
+    return with_deep_stack(lambda: [(p, *_analyse_file(p, settings, ext, data)) for p, ext, data in jobs])
 
 
 def with_deep_stack(fn: "Callable[[], T]") -> "T":
@@ -430,23 +424,51 @@ def with_deep_stack(fn: "Callable[[], T]") -> "T":
 
 class _Workers:
     """Runs the per-file analysis over `settings.jobs` processes when there is enough work; the same
-    processes serve the first pass and the re-analyses of cross-file following."""
+    processes serve the first pass and the re-analyses of cross-file following. It owns the result
+    cache: files are looked up here, only misses are analysed, and new entries are written once, at
+    the end of the run (a write per file made a first run slower than no cache)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.jobs = max(1, settings.jobs)
         self.pool = None
+        self.cache = Cache(settings.cache_dir) if settings.cache_dir else None
 
     def __enter__(self) -> "_Workers":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
         if self.pool is not None:
             self.pool.shutdown()
             self.pool = None
+        if self.cache is not None and exc_type is None:
+            self.cache.flush()
 
     def run(self, items: list[Item]) -> list[Row]:
         """One row per item, in the order of `items` (output never depends on the number of jobs)."""
+        rows: list[Optional[Row]] = [None] * len(items)
+        todo: list[int] = []
+        jobs: list[Job] = []
+        keys: dict[int, str] = {}
+        for i, (path, ext) in enumerate(items):
+            data: Optional[bytes] = None
+            if self.cache is not None:
+                data, _ = _read(path)  # analysed from these same bytes, so the key matches the result
+                if data is not None:
+                    keys[i] = key_for(data, self.settings.cache_key() + "|" + path, ext or [])
+                    hit = self.cache.get(keys[i], path)
+                    if hit is not None:
+                        rows[i] = (path, hit[0], hit[1], None)
+                        continue
+            todo.append(i)
+            jobs.append((path, ext, data))
+        for i, row in zip(todo, self._analyse(jobs)):
+            rows[i] = row
+            if self.cache is not None and i in keys and row[3] is None:
+                self.cache.put(keys[i], row[0], row[1], row[2])
+        return rows  # type: ignore[return-value]
+
+    def _analyse(self, items: list[Job]) -> list[Row]:
         if self.jobs == 1 or len(items) < (2 if self.pool is not None else 2 * self.jobs):
             return _analyse_chunk((items, self.settings))
         if self.pool is None:
@@ -457,9 +479,9 @@ class _Workers:
             self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx)
         # Largest files first, in chunks of about equal bytes small enough to balance the tail.
         sizes = []
-        for path, _ in items:
+        for path, _, data in items:
             try:
-                sizes.append(os.path.getsize(path))
+                sizes.append(len(data) if data is not None else os.path.getsize(path))
             except OSError:
                 sizes.append(0)
         order = sorted(range(len(items)), key=lambda i: -sizes[i])
