@@ -125,3 +125,70 @@ def test_entries_of_old_contents_are_pruned(tmp_path: Path) -> None:
     entries = [e for p in cache.rglob("*.json") for e in json.loads(p.read_text(encoding="utf-8"))["entries"].values()]
     assert len(entries) == KEEP_PER_PATH
     assert all(e["path"] == str(src) for e in entries)
+
+
+# ---- the default number of processes ---------------------------------------------------------
+
+
+class _NoPool:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("a process pool was started for a small amount of work")
+
+
+def test_default_jobs_run_a_small_tree_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import concurrent.futures
+
+    from click.testing import CliRunner
+
+    from jaxlint.cli import main
+
+    for i in range(12):
+        (tmp_path / f"m{i:02d}.py").write_text(HAZARD, encoding="utf-8")
+    monkeypatch.setattr("jaxlint.api.idle_cpus", lambda: 4)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _NoPool)
+    res = CliRunner().invoke(main, ["--no-verify", "--isolated", "--no-cache", "--format", "json", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.output)["summary"]["findings"] == 12
+
+
+def test_auto_jobs_grow_with_the_work_up_to_the_idle_processors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jaxlint import api
+
+    monkeypatch.setattr(api, "idle_cpus", lambda: 4)
+    assert api.auto_jobs(0) == 1
+    assert api.auto_jobs(api.BYTES_PER_JOB - 1) == 1
+    assert api.auto_jobs(2 * api.BYTES_PER_JOB) == 2
+    assert api.auto_jobs(100 * api.BYTES_PER_JOB) == 4
+    monkeypatch.setattr(api, "idle_cpus", lambda: 1)  # every processor busy: a pool would only add overhead
+    assert api.auto_jobs(100 * api.BYTES_PER_JOB) == 1
+
+
+def test_idle_cpus_is_within_the_processors_this_process_may_use() -> None:
+    from jaxlint.api import idle_cpus
+
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    assert 1 <= idle_cpus() <= n
+
+
+def test_auto_jobs_use_a_pool_for_a_large_tree_with_the_same_output(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from jaxlint import api
+
+    big = HAZARD + "".join(f"\n\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(400))
+    for i in range(12):
+        (tmp_path / f"m{i}.py").write_text(big, encoding="utf-8")
+    assert 12 * len(big) > 2 * api.BYTES_PER_JOB
+    monkeypatch.setattr(api, "idle_cpus", lambda: 2)
+    pools = []
+    real = api._Workers._analyse
+
+    def spy(self: api._Workers, items: list) -> list:
+        rows = real(self, items)
+        pools.append(self.pool is not None)
+        return rows
+
+    monkeypatch.setattr(api._Workers, "_analyse", spy)
+    auto = run(Settings(paths=[str(tmp_path)], verify=False, jobs=0))
+    assert pools and pools[0]
+    serial = run(Settings(paths=[str(tmp_path)], verify=False, jobs=1))
+    assert [f.to_json() for f in auto.findings] == [f.to_json() for f in serial.findings]

@@ -56,7 +56,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
         verify=verify if verify is not None else (cfg.verify if cfg.verify is not None else True),
         verify_timeout=timeout or cfg.verify_timeout or 10.0,
         verify_memory_mb=memory or cfg.verify_memory or 2048,
-        jobs=jobs or os.cpu_count() or 1,
+        jobs=jobs or 0,  # 0: from the amount of work (api.auto_jobs)
         per_file_ignores=per_file,
         trace_decorators=list(cfg.extend_trace_decorators),
     )
@@ -78,7 +78,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
               help="Time limit per verified function [default: 10].")
 @click.option("--verify-memory", type=click.IntRange(min=64), default=None, metavar="MIB",
               help="Memory limit of a verification worker in MiB [default: 2048].")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel workers [default: CPU count].")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel processes [default: from the amount of work and the idle CPUs].")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Where to keep the result cache [default: .jaxlint_cache next to pyproject.toml, or in the current folder].")
