@@ -6,6 +6,7 @@ import fnmatch
 import gc
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, TypeVar
@@ -47,6 +48,9 @@ class Settings:
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
     trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
     cache_dir: Optional[str] = None  # None: no cache
+    # Also read the files of the project that import the given ones (see `importers`), for the call
+    # graph only: findings are reported in the given files. For pre-commit, which passes changed files.
+    with_importers: bool = False
 
     def cache_key(self) -> str:
         """What, besides the file itself, changes a file's static findings."""
@@ -614,13 +618,72 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
         pending = sorted(touched)
 
 
+# Files that mark the top folder of a project, nearest first.
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+def project_root(path: str) -> Optional[str]:
+    """The nearest folder above `path` holding a project marker (pyproject.toml, setup.py, setup.cfg, .git)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        if any(os.path.exists(os.path.join(folder, m)) for m in PROJECT_MARKERS):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def importers(files: list[str], settings: Settings, rounds: int = 1) -> list[str]:
+    """The files of the given files' projects that import them (with `rounds` > 1, also their importers).
+
+    A file counts when its text names the module of a given file (or of an importer found before)
+    as a whole word: cheap, and it errs on the side of reading a file too many. Cross-file following
+    then decides from the real imports which calls reach the given files. One round is enough while
+    that following goes one file deep (a function a transform traces directly, calling into another
+    file: semantic/traced.py); importers of importers could not change the given files' findings.
+    """
+    given = {os.path.realpath(p) for p in files}
+    roots: set[str] = set()
+    for path in files:
+        root = project_root(path)
+        if root is not None:
+            rel = os.path.relpath(root)
+            # Relative where the root holds the current folder, so paths (and cache keys) are the
+            # ones a run over the whole project uses.
+            roots.add(root if rel.startswith("..") else rel)
+    if not roots:
+        return []
+    candidates = [p for p in discover(sorted(roots), settings.exclude) if os.path.realpath(p) not in given]
+    texts: dict[str, bytes] = {}
+    found: list[str] = []
+    frontier = list(files)
+    for _ in range(rounds):
+        names = {module_name(p).rpartition(".")[2] for p in frontier} - {""}
+        if not names or not candidates:
+            break
+        word = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+        frontier = []
+        for path in candidates:
+            if path not in texts:
+                texts[path] = _read(path)[0] or b""
+            if word.search(texts[path]):
+                frontier.append(path)
+        found += frontier
+        taken = set(frontier)
+        candidates = [p for p in candidates if p not in taken]
+    return found
+
+
 def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
     files = discover(settings.paths, settings.exclude, settings.force_exclude)
+    # Importers are read for the call graph only; their own findings are not reported.
+    context = importers(files, settings) if settings.with_importers else []
     with _Workers(settings) as workers:
-        results, errors = analyse_files(files, settings, workers)
-        follow_across_files(files, results, settings, errors, workers=workers)
+        results, errors = analyse_files(files + context, settings, workers)
+        follow_across_files(files + context, results, settings, errors, workers=workers)
     findings = [f for path in files for f in results[path][0]]
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it

@@ -72,6 +72,9 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 @click.option("--exclude", metavar="GLOBS", help="Comma list of glob patterns of files and folders to skip.")
 @click.option("--extend-exclude", metavar="GLOBS", help="Patterns to skip in addition to the configured ones.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclusions to files named on the command line too (for pre-commit).")
+@click.option("--with-importers", is_flag=True,
+              help="Also read the project's files that import the given files, so hazards their traced callers "
+                   "reach are found; findings are reported only in the given files (for pre-commit).")
 @click.option("--verify/--no-verify", default=None,
               help="Verify each finding by tracing it with JAX in a sandboxed worker (default: on).")
 @click.option("--verify-timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
@@ -100,7 +103,7 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
           verify: Optional[bool], verify_timeout: Optional[float], verify_memory: Optional[int], jobs: Optional[int],
           no_cache: bool, cache_dir: Optional[str], fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, show_links: bool, exit_zero: bool,
           output_file: Optional[str],
-          config_path: Optional[str], isolated: bool, verbose: bool) -> None:
+          config_path: Optional[str], isolated: bool, verbose: bool, with_importers: bool = False) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
     Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
@@ -115,6 +118,7 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         raise click.UsageError(str(exc)) from None
     settings = _settings(paths, cfg, select, ignore, extend_select, exclude, extend_exclude, force_exclude, verify,
                          verify_timeout, verify_memory, jobs)
+    settings.with_importers = with_importers
     if not no_cache:
         base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
         settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")
