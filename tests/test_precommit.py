@@ -75,3 +75,35 @@ def test_try_repo_checks_notebooks(tmp_path: Path) -> None:
     _git(repo, "commit", "-q", "-am", "fix")
     second = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout + second.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_try_repo_checks_a_changed_helper_with_its_traced_caller(tmp_path: Path) -> None:
+    """pre-commit passes only the changed helper; the hazard its jitted caller reaches is still found."""
+    pytest.importorskip("pre_commit")
+    if not (ROOT / ".git").exists():
+        pytest.skip("the project is not a git checkout")
+    repo = tmp_path / "user-repo"
+    pkg = repo / "src" / "demo"
+    pkg.mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0"\n')
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text("import jax.numpy as jnp\n\n\ndef safe_log(x):\n    return jnp.log(x)\n")
+    # The caller has a hazard of its own, committed long ago: not part of this change, not reported.
+    (pkg / "train.py").write_text("import jax\n\nfrom .ops import safe_log\n\n\n@jax.jit\ndef step(x):\n"
+                                  "    print(x)\n    return safe_log(x) * 2\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "start")
+    # The change: only the helper, which now branches on its (traced) argument.
+    (pkg / "ops.py").write_text("import jax.numpy as jnp\n\n\ndef safe_log(x):\n    if jnp.any(x <= 0):\n"
+                                "        return jnp.log(jnp.abs(x) + 1e-6)\n    return jnp.log(x)\n")
+    _git(repo, "add", "src/demo/ops.py")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home")}
+    cmd = [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "jaxlint", "--verbose"]
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "src/demo/ops.py:5:5: JL101 [traced-if]" in out
+    assert "called from `step` in `src/demo/train.py`" in out
+    assert "print-in-trace" not in out and "train.py:8" not in out

@@ -122,7 +122,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[list[str]], 
         verify=verify if verify is not None else (cfg.verify if cfg.verify is not None else True),
         verify_timeout=timeout or cfg.verify_timeout or 10.0,
         verify_memory_mb=memory or cfg.verify_memory or 2048,
-        jobs=jobs or os.cpu_count() or 1,
+        jobs=jobs or 0,  # 0: from the amount of work (api.auto_jobs)
         per_file_ignores=per_file,
         trace_decorators=list(cfg.extend_trace_decorators),
         include=list(cfg.include if cfg.include is not None else DEFAULT_INCLUDE) + list(cfg.extend_include),
@@ -179,13 +179,16 @@ def _use_color(choice: str, to_file: bool, stream: "TextIO") -> bool:
 @click.option("--force-exclude", is_flag=True, help="Apply exclusions to files named on the command line too (for pre-commit).")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=None,
               help="Skip files that .gitignore files ignore when walking folders [default: on].")
+@click.option("--with-importers", is_flag=True,
+              help="Also read the project's files that import the given files, so hazards their traced callers "
+                   "reach are found; findings are reported only in the given files (for pre-commit).")
 @click.option("--verify/--no-verify", default=None,
               help="Verify each finding by tracing it with JAX in a sandboxed worker (default: on).")
 @click.option("--verify-timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
               help="Time limit per verified function [default: 10].")
 @click.option("--verify-memory", type=click.IntRange(min=64), default=None, metavar="MIB",
               help="Memory limit of a verification worker in MiB [default: 2048].")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel workers [default: CPU count].")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel processes [default: from the amount of work and the idle CPUs].")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Where to keep the result cache [default: .jaxlint_cache next to pyproject.toml, or in the current folder].")
@@ -214,7 +217,7 @@ def _use_color(choice: str, to_file: bool, stream: "TextIO") -> bool:
 def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tuple[str, ...],
           extend_select: tuple[str, ...], extend_ignore: tuple[str, ...], per_file_ignores: tuple[str, ...],
           exclude: tuple[str, ...], extend_exclude: tuple[str, ...], force_exclude: bool,
-          respect_gitignore: Optional[bool], verify: Optional[bool], verify_timeout: Optional[float],
+          respect_gitignore: Optional[bool], with_importers: bool, verify: Optional[bool], verify_timeout: Optional[float],
           verify_memory: Optional[int], jobs: Optional[int], no_cache: bool, cache_dir: Optional[str], fix: bool,
           unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_fixes: bool, show_refuted: bool,
           show_stats: bool, show_links: bool, exit_zero: bool, output_file: Optional[str],
@@ -234,6 +237,7 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
                          _per_file_ignores(per_file_ignores), _given(exclude), split(extend_exclude), force_exclude,
                          verify, verify_timeout, verify_memory, jobs, respect_gitignore)
     settings.progress = not quiet
+    settings.with_importers = with_importers
     if not no_cache:
         base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
         settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")

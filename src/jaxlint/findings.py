@@ -1,4 +1,4 @@
-"""The records that form jaxlint's output contract (SPEC.md); a leaf module that imports nothing of jaxlint."""
+"""The records that form jaxlint's output contract (docs/contract.md); a leaf module that imports nothing of jaxlint."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""Printing results: text for people, JSON for tools (SPEC.md)."""
+"""Printing results: text for people, JSON for tools (docs/contract.md)."""
 from __future__ import annotations
 
 import json

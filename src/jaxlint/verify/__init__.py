@@ -132,7 +132,8 @@ def _run_worker(path: str, findings: list[Finding], timeout: float, memory_mb: i
             if str(i) not in results:
                 results[str(i)] = {"status": "unverified",
                                    "detail": reason or f"the verification worker stopped after "
-                                                       f"{time.monotonic() - started:.1f} s without a verdict"}
+                                                       f"{time.monotonic() - started:.1f} s without a verdict",
+                                   "retry": True}
         return results
 
 
@@ -182,8 +183,9 @@ def _cached_run(path: str, findings: list[Finding], timeout: float, memory_mb: i
         except (OSError, ValueError):
             pass
     results = _run_worker(path, findings, timeout, memory_mb)
-    # Only definite outcomes are worth keeping: a time-out on a busy machine should be retried.
-    if entry is not None and not any("time" in r.get("detail", "") for r in results.values()):
+    # Only definite outcomes are worth keeping: a time-out on a busy machine, or a worker that stopped
+    # without a verdict, should be retried. The worker and _run_worker mark those with `retry`.
+    if entry is not None and not any(r.get("retry") for r in results.values()):
         try:
             os.makedirs(os.path.dirname(entry), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), suffix=".tmp")

@@ -34,6 +34,12 @@ class TimedOut(BaseException):
     pass
 
 
+def _entry(status: str, detail: str, retry: bool) -> dict[str, Any]:
+    # `retry` marks an outcome of the moment (a time-out on a busy machine), not of the code: the
+    # parent never caches it. It is a field of its own so that no verdict's wording decides that.
+    return {"status": status, "detail": detail, **({"retry": True} if retry else {})}
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     raise TimedOut()
 
@@ -60,14 +66,14 @@ class Worker:
             json.dump(self.results, f)
         os.replace(tmp, self.out_path)
 
-    def verdict(self, idx: int, status: str, detail: str) -> None:
-        self.results[str(idx)] = {"status": status, "detail": detail}
+    def verdict(self, idx: int, status: str, detail: str, *, retry: bool = False) -> None:
+        self.results[str(idx)] = _entry(status, detail, retry)
         self.save()
 
-    def all(self, findings: list[dict[str, Any]], status: str, detail: str) -> None:
+    def all(self, findings: list[dict[str, Any]], status: str, detail: str, *, retry: bool = False) -> None:
         for f in findings:
             if str(f["idx"]) not in self.results:
-                self.results[str(f["idx"])] = {"status": status, "detail": detail}
+                self.results[str(f["idx"])] = _entry(status, detail, retry)
         self.save()
 
     # ---- loading ------------------------------------------------------------------------------
@@ -639,7 +645,8 @@ class Worker:
         try:
             mod = self.load(roots)
         except TimedOut:
-            self.all(findings, "unverified", f"loading the module's definitions took longer than {timeout:g} s")
+            self.all(findings, "unverified", f"loading the module's definitions took longer than {timeout:g} s",
+                     retry=True)
             return
         except BaseException as exc:  # SystemExit too: only this file's verdicts are lost
             self.all(findings, "unverified", f"the module's definitions failed to load: {_error_summary(exc, self.path)}")
@@ -651,7 +658,8 @@ class Worker:
             try:
                 self.verify_jit_in_loop(mod, f, loop_exprs[f["idx"]])
             except TimedOut:
-                self.verdict(f["idx"], "unverified", f"re-creating the jitted callable took longer than {timeout:g} s")
+                self.verdict(f["idx"], "unverified", f"re-creating the jitted callable took longer than {timeout:g} s",
+                             retry=True)
             except CannotBuild as exc:
                 self.verdict(f["idx"], "unverified", str(exc))
             except BaseException as exc:
@@ -663,7 +671,7 @@ class Worker:
             try:
                 self.verify_group(mod, root, group)
             except TimedOut:
-                self.all(group, "unverified", f"tracing `{root['qualname']}` took longer than {timeout:g} s")
+                self.all(group, "unverified", f"tracing `{root['qualname']}` took longer than {timeout:g} s", retry=True)
             except CannotBuild as exc:
                 self.all(group, "unverified", str(exc))
             except BaseException as exc:
