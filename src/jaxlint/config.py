@@ -26,13 +26,14 @@ class Config:
     extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     verify: Optional[bool] = None
+    verify_on_save: Optional[bool] = None  # the language server's verification on save (off by default)
     verify_timeout: Optional[float] = None
     verify_memory: Optional[int] = None
     extend_trace_decorators: list[str] = field(default_factory=list)
 
 
 _LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "extend-trace-decorators"}
-_KEYS = _LIST_KEYS | {"per-file-ignores", "verify", "verify-timeout", "verify-memory"}
+_KEYS = _LIST_KEYS | {"per-file-ignores", "verify", "verify-timeout", "verify-memory", "verify-on-save"}
 
 
 def find_pyproject(start: str) -> Optional[str]:
@@ -86,10 +87,10 @@ def load(path: Optional[str]) -> Config:
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: [tool.jaxlint] `per-file-ignores` must be a table of glob = [codes].")
             cfg.per_file_ignores = {g: _str_list(v, f"per-file-ignores.{g}", path) for g, v in value.items()}
-        elif key == "verify":
+        elif key in ("verify", "verify-on-save"):
             if not isinstance(value, bool):
-                raise ConfigError(f"{path}: [tool.jaxlint] `verify` must be true or false, got {value!r}.")
-            cfg.verify = value
+                raise ConfigError(f"{path}: [tool.jaxlint] `{key}` must be true or false, got {value!r}.")
+            setattr(cfg, attr, value)
         elif key == "verify-timeout":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{path}: [tool.jaxlint] `verify-timeout` must be a positive number of seconds, got {value!r}.")

@@ -1,0 +1,585 @@
+"""`jaxlint server`: a Language Server Protocol server over stdio that lints open buffers as they are edited.
+
+The event loop only bookkeeps. Static analysis runs in a pool of worker processes (a large file or
+many open files never stall the editor), at most one job per document at a time; edits arriving
+meanwhile are coalesced into one later run, and a result for a version the editor has moved past is
+dropped. Verification (tracing with JAX) runs only on save and only when `verify-on-save` is on.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import io
+import multiprocessing
+import os
+import sys
+import threading
+import tokenize
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from lsprotocol import types
+from pygls import uris
+from pygls.lsp.server import LanguageServer
+
+from . import __version__
+from .api import Settings, _excluded, analyse, codes_for, lint_for_fix, with_deep_stack
+from .config import Config, ConfigError, find_pyproject, load
+from .findings import Finding, Verification
+from .report import help_url
+from .rules import BY_CODE, SYNTAX_ERROR
+
+DEBOUNCE_SECONDS = 0.3  # typing pauses shorter than this do not start an analysis
+SOURCE = "jaxlint"
+FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
+# initializationOptions the server understands (camelCase, as editors write them).
+_INIT_OPTIONS = {"verifyOnSave"}
+# The command line's options, all left unset: the configuration file alone decides.
+_NO_OPTIONS: dict[str, Any] = dict(paths=(), select=None, ignore=None, extend_select=None, exclude=None,
+                                   extend_exclude=None, force_exclude=False, verify=None, timeout=None,
+                                   memory=None, jobs=1)
+
+
+# ---- the work done in the pool's processes (plain data in, plain data out) ---------------------
+
+
+def _encoding(text: str) -> str:
+    """The source encoding a `# -*- coding: … -*-` line declares (utf-8 when none)."""
+    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", errors="replace")
+    try:
+        return tokenize.detect_encoding(io.BytesIO(head).readline)[0]
+    except (SyntaxError, LookupError):
+        return "utf-8"
+
+
+def _to_bytes(text: str) -> tuple[bytes, str]:
+    """The buffer as the file would be written, so a coding line and libcst agree on every character."""
+    enc = _encoding(text)
+    try:
+        return text.encode(enc), enc
+    except (UnicodeEncodeError, LookupError):
+        return text.encode("utf-8"), "utf-8"
+
+
+def _worker_init() -> None:
+    # Pool processes inherit the server's stdin and stdout, which carry the LSP stream: nothing
+    # they do may read from or print into it.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
+def warm_job() -> None:
+    """Nothing: submitted once at start so that the workers exist (and have imported jaxlint) before
+    the first buffer opens."""
+
+
+def lint_job(text: str, path: str, settings: Settings) -> tuple[list[Finding], Optional[str]]:
+    """Static findings for a buffer (edits dropped: they hold tree nodes), and an internal error if any."""
+    data, _ = _to_bytes(text)
+
+    def work() -> list[Finding]:
+        found, _ = analyse(data, path, settings.codes, settings.trace_decorators)
+        for f in found:
+            f.edit = None
+        return found
+
+    try:
+        return with_deep_stack(work), None
+    except RecursionError:
+        return [], "the file is nested too deeply to analyse"
+    except Exception as exc:  # a bug in jaxlint must not take the server down
+        return [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
+
+
+@dataclass
+class Action:
+    """A code action computed in a worker: replace lines [first, last) of the buffer by `text`."""
+
+    title: str
+    kind: str
+    first: int
+    last: int
+    text: str
+    finding: Optional[tuple[int, int, str]] = None  # (line, column, code) of the finding it answers
+    preferred: bool = False
+
+
+def _line_edit(old: str, new: str) -> tuple[int, int, str]:
+    """The smallest run of whole lines of `old` to replace to get `new`."""
+    a = old.splitlines(keepends=True)
+    b = new.splitlines(keepends=True)
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < min(len(a), len(b)) - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    return start, len(a) - end, "".join(b[start:len(b) - end])
+
+
+def actions_job(text: str, path: str, settings: Settings, first_line: int, last_line: int,
+                fix_all: bool) -> list[Action]:
+    """Quick fixes (the `--fix` edits) and suppressions (the `--add-noqa` comment) for findings on
+    lines first_line..last_line (1-based), and with `fix_all` the buffer with every safe fix applied."""
+    from .fix import apply_edits, fix_source
+    from .suppress import add_ignore_comments
+
+    data, enc = _to_bytes(text)
+    lint = lint_for_fix(settings)
+
+    def work() -> list[Action]:
+        found, module = lint(data, path)
+        out: list[Action] = []
+        for f in found:
+            if f.line > last_line or f.end_line < first_line:
+                continue
+            key = (f.line, f.column, f.code)
+            if f.edit is not None and f.fix is not None and module is not None:
+                new, applied = apply_edits(data, [f], module)
+                if applied and new != data:
+                    unsafe = f.fix.applicable != "safe"
+                    title = f"Fix {f.name}: {f.fix.description}" + (" (unsafe: may change behaviour)" if unsafe else "")
+                    out.append(Action(title, types.CodeActionKind.QuickFix.value,
+                                      *_line_edit(text, new.decode(enc)), finding=key, preferred=not unsafe))
+            if f.name != SYNTAX_ERROR[1]:
+                new, added = add_ignore_comments(data, [f])
+                if added:
+                    out.append(Action(f"Suppress {f.name} on this line (# jaxlint: ignore[{f.name}])",
+                                      types.CodeActionKind.QuickFix.value, *_line_edit(text, new.decode(enc)),
+                                      finding=key))
+        if fix_all:
+            res = fix_source(data, path, lint)
+            if res.changed:
+                n = len(res.applied)
+                out.append(Action(f"Fix all safely fixable jaxlint findings ({n})", FIX_ALL_KIND,
+                                  *_line_edit(text, res.fixed.decode(enc))))
+        return out
+
+    return with_deep_stack(work)
+
+
+# ---- the server ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    verify: bool  # a save: verify afterwards (when verify-on-save is on)
+    task: Optional["asyncio.Task[None]"] = None
+    job: Optional[concurrent.futures.Future] = None  # set while the static pass is queued or running
+
+
+@dataclass
+class _DocState:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one static job per document at a time
+    run: Optional[_Run] = None
+    version: Optional[int] = None  # the version `findings` belong to
+    findings: list[Finding] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # the text `findings` were computed on
+    # Verdicts of the last verification, carried over to later edits while a finding stays the same.
+    verdicts: dict[tuple, Verification] = field(default_factory=dict)
+
+
+def _verdict_key(f: Finding, lines: list[str]) -> tuple:
+    text = lines[f.line - 1].strip() if 0 < f.line <= len(lines) else ""
+    return (f.code, f.function, f.message, text)
+
+
+class JaxlintServer(LanguageServer):
+    """Diagnostics, quick fixes and rule documentation for open Python buffers."""
+
+    def __init__(self) -> None:
+        super().__init__(SOURCE, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.docs: dict[str, _DocState] = {}
+        self.verify_on_save: Optional[bool] = None  # from initializationOptions; None: ask pyproject.toml
+        self.debounce = DEBOUNCE_SECONDS
+        self.shut_down = False
+        self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        # One core stays with the editor; more than four buys little for the files open at once.
+        self.workers = max(1, min(4, (os.cpu_count() or 2) - 1))
+        self._configs: dict[str, tuple[int, Config, Optional[str]]] = {}  # pyproject -> (mtime, config, error)
+        self._reported: set[str] = set()  # configuration errors already shown
+
+    # -- workers --
+
+    def pool(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn, not fork: the server runs threads (the stdin reader), and fork copies their locks.
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+        return self._pool
+
+    async def in_pool(self, fn: Callable[..., Any], *args: Any, run: Optional[_Run] = None) -> Any:
+        """Run `fn(*args)` in a worker process; a pool broken by a crashed worker is replaced once."""
+        for attempt in (1, 2):
+            try:
+                fut = self.pool().submit(fn, *args)
+            except concurrent.futures.process.BrokenProcessPool:
+                self._pool = None
+                continue
+            if run is not None:
+                run.job = fut
+            try:
+                return await asyncio.wrap_future(fut)
+            except concurrent.futures.process.BrokenProcessPool:
+                self._pool = None
+                if attempt == 2:
+                    raise
+            finally:
+                if run is not None:
+                    run.job = None
+        raise concurrent.futures.process.BrokenProcessPool("the analysis workers keep failing")
+
+    def stop_workers(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # A worker busy with a huge file would hold up the editor's exit: stop it rather than wait.
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            try:
+                proc.terminate()
+            except Exception:
+                pass
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def shutdown(self) -> None:  # called by pygls when the connection ends, however it ends
+        self.stop_workers()
+        super().shutdown()
+
+    # -- configuration --
+
+    def _config(self, pyproject: Optional[str]) -> Config:
+        if pyproject is None:
+            return Config()
+        try:
+            mtime = os.stat(pyproject).st_mtime_ns
+        except OSError:
+            return Config()
+        cached = self._configs.get(pyproject)
+        if cached is None or cached[0] != mtime:
+            try:
+                cached = (mtime, load(pyproject), None)
+            except ConfigError as exc:
+                cached = (mtime, Config(), str(exc))
+            self._configs[pyproject] = cached
+        if cached[2] is not None:
+            self._show_once(f"jaxlint: {cached[2]} Linting with the default configuration.")
+        return cached[1]
+
+    def _show_once(self, message: str, kind: types.MessageType = types.MessageType.Error) -> None:
+        if message not in self._reported:
+            self._reported.add(message)
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def settings_for(self, path: str) -> tuple[Optional[Settings], Config]:
+        """The CLI's settings for one file, from the nearest pyproject.toml; None when it is excluded."""
+        from .cli import _settings  # the one mapping of [tool.jaxlint] onto Settings
+        import click
+
+        start = path if os.path.isabs(path) else (self.workspace.root_path or os.getcwd())
+        pyproject = find_pyproject(start)
+        cfg = self._config(pyproject)
+        try:
+            settings = _settings(cfg=cfg, **_NO_OPTIONS)
+        except click.UsageError as exc:
+            self._show_once(f"jaxlint: {exc.format_message()} Linting with the default configuration.")
+            cfg = Config()
+            settings = _settings(cfg=cfg, **_NO_OPTIONS)
+        root = os.path.dirname(pyproject) if pyproject else (self.workspace.root_path or os.getcwd())
+        rel = os.path.relpath(path, root) if os.path.isabs(path) else path
+        if _excluded(rel, settings.exclude):
+            return None, cfg
+        if pyproject is not None:
+            settings.cache_dir = os.path.join(root, ".jaxlint_cache")  # verification verdicts, shared with the CLI
+        return dataclasses.replace(settings, codes=codes_for(rel, settings), per_file_ignores={}), cfg
+
+    def wants_verify(self, cfg: Config) -> bool:
+        if self.verify_on_save is not None:
+            return self.verify_on_save
+        return bool(cfg.verify_on_save)
+
+    # -- diagnostics --
+
+    def schedule(self, uri: str, delay: float, verify: bool = False) -> None:
+        """Lint `uri` after `delay` seconds, superseding a run that has not reached a worker yet."""
+        state = self.docs.setdefault(uri, _DocState())
+        prev = state.run
+        if prev is not None and prev.task is not None and not prev.task.done():
+            # Still debouncing, waiting its turn or queued in the pool: drop it. Already running in a
+            # worker: let it finish; its result is for an old version and will be dropped.
+            if prev.job is None or prev.job.cancel():
+                prev.task.cancel()
+        run = _Run(verify)
+        run.task = asyncio.get_running_loop().create_task(self._lint(uri, delay, run))
+        state.run = run
+
+    async def _lint(self, uri: str, delay: float, run: _Run) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        state = self.docs.get(uri)
+        if state is None:
+            return
+        async with state.lock:
+            doc = self.workspace.get_text_document(uri)
+            version, text = doc.version, doc.source
+            path = _path_of(uri)
+            settings, cfg = self.settings_for(path)
+            if settings is None:  # excluded in [tool.jaxlint]
+                found: list[Finding] = []
+            else:
+                found, error = await self.in_pool(lint_job, text, path, settings, run=run)
+                if error:
+                    self.window_log_message(types.LogMessageParams(type=types.MessageType.Error,
+                                                                   message=f"jaxlint: {error}"))
+        if self.docs.get(uri) is not state or self.workspace.get_text_document(uri).version != version:
+            return  # the buffer moved on (or was closed) while we worked
+        lines = text.splitlines()
+        for f in found:
+            old = state.verdicts.get(_verdict_key(f, lines))
+            if old is not None:
+                f.verification = old
+        self.publish(uri, version, text, found)
+        if run.verify and settings is not None and found and self.wants_verify(cfg) and os.path.isabs(path):
+            await self._verify(uri, version, text, path, settings, found)
+
+    async def _verify(self, uri: str, version: Optional[int], text: str, path: str, settings: Settings,
+                      found: list[Finding]) -> None:
+        data, _ = _to_bytes(text)
+        try:
+            with open(path, "rb") as f:
+                on_disk = f.read()
+        except OSError:
+            return
+        if on_disk != data:
+            return  # verification traces the saved file; this buffer is not what was saved
+        fresh = [dataclasses.replace(f, verification=Verification()) for f in found]
+        await _in_thread(_verify_findings, fresh, settings)
+        state = self.docs.get(uri)
+        if state is None or self.workspace.get_text_document(uri).version != version:
+            return
+        lines = text.splitlines()
+        state.verdicts = {_verdict_key(f, lines): f.verification for f in fresh}
+        self.publish(uri, version, text, fresh)
+
+    def publish(self, uri: str, version: Optional[int], text: str, found: list[Finding]) -> None:
+        state = self.docs[uri]
+        state.version, state.findings, state.lines = version, found, text.splitlines(keepends=True)
+        doc = self.workspace.get_text_document(uri)
+        diagnostics = [d for d in (self.diagnostic(f, state.lines, doc.position_codec) for f in found) if d]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+
+    def diagnostic(self, f: Finding, lines: list[str], codec: Any) -> Optional[types.Diagnostic]:
+        status = f.verification.status
+        if status == "refuted":
+            return None  # proven a false alarm by tracing; hidden, as the CLI hides it
+        if status == "confirmed" or f.name == SYNTAX_ERROR[1]:
+            severity = types.DiagnosticSeverity.Error
+        else:
+            severity = types.DiagnosticSeverity.Warning  # unverified, or not verified (not-run)
+        message = f.message
+        if status in ("confirmed", "unverified") and f.verification.detail:
+            message += f"\n{status}: {f.verification.detail}"
+        url = help_url(f.code)
+        return types.Diagnostic(
+            range=_client_range(lines, codec, f.line, f.column, f.end_line, f.end_column),
+            message=message,
+            severity=severity,
+            code=f.code,
+            code_description=types.CodeDescription(href=url) if url else None,
+            source=SOURCE,
+            data={"name": f.name, "status": status,
+                  "fix": f.fix.to_json() if f.fix is not None else None},
+        )
+
+    def findings_at(self, uri: str, first: int, last: int) -> Optional[list[Finding]]:
+        """Findings of the published version on lines first..last (0-based), None if that version is stale."""
+        state = self.docs.get(uri)
+        if state is None or state.version != self.workspace.get_text_document(uri).version:
+            return None
+        return [f for f in state.findings if f.line - 1 <= last and f.end_line - 1 >= first]
+
+
+def _path_of(uri: str) -> str:
+    path = uris.to_fs_path(uri) if uri.startswith("file:") else None
+    return path or uri.rsplit("/", 1)[-1] or "untitled.py"
+
+
+def _client_range(lines: list[str], codec: Any, line: int, col: int, end_line: int, end_col: int) -> types.Range:
+    """A finding's 1-based code-point span as an LSP range in the client's position encoding."""
+    def pos(ln: int, c: int) -> types.Position:
+        ln = max(0, ln - 1)
+        c = max(0, c - 1)
+        if ln >= len(lines):
+            return types.Position(line=ln, character=0)
+        return codec.position_to_client_units(lines, types.Position(line=ln, character=c))
+
+    return types.Range(start=pos(line, col), end=pos(end_line, end_col))
+
+
+def _verify_findings(findings: list[Finding], settings: Settings) -> None:
+    from .verify import verify_findings  # only now: the static server never needs it
+
+    verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb, jobs=1,
+                    progress=False, cache_dir=settings.cache_dir)
+
+
+async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run `fn` in a daemon thread: verification mostly waits on its own worker process, and a
+    daemon thread never holds up the editor's exit (the worker stops at its own time limit)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future = loop.create_future()
+
+    def target() -> None:
+        try:
+            value = fn(*args)
+        except BaseException as exc:  # handed to the awaiting coroutine
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_exception(exc))
+        else:
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(value))
+
+    threading.Thread(target=target, name="jaxlint-verify", daemon=True).start()
+    return await fut
+
+
+def _text_edit(lines: list[str], codec: Any, action: Action) -> types.TextEdit:
+    """Replace whole lines [first, last) of the buffer (`lines` keep their line endings)."""
+    start = types.Position(line=action.first, character=0)
+    if action.last < len(lines) or not lines or lines[-1].endswith(("\n", "\r")):
+        end = types.Position(line=action.last, character=0)
+    else:  # the buffer's last line has no line ending: end at its last character
+        last = lines[-1]
+        end = types.Position(line=len(lines) - 1, character=codec.client_num_units(last))
+    return types.TextEdit(range=types.Range(start=start, end=end), new_text=action.text)
+
+
+def _kind(kind: Any) -> str:
+    return kind.value if isinstance(kind, types.CodeActionKind) else str(kind)
+
+
+def _rule_doc(code: str) -> Optional[str]:
+    import inspect
+
+    cls = BY_CODE.get(code)
+    if cls is None:
+        return None
+    return f"### {cls.name} ({cls.code})\n\n{inspect.cleandoc(cls.__doc__ or '')}"
+
+
+def create_server() -> JaxlintServer:
+    server = JaxlintServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: JaxlintServer, params: types.InitializeParams) -> None:
+        opts = params.initialization_options
+        if opts is None:
+            return
+        if not isinstance(opts, dict):
+            ls._show_once("jaxlint: initializationOptions must be an object; ignoring them.")
+            return
+        for key in sorted(set(opts) - _INIT_OPTIONS):
+            ls._show_once(f"jaxlint: unknown initialization option `{key}` (known: {', '.join(sorted(_INIT_OPTIONS))}).")
+        if "verifyOnSave" in opts:
+            if isinstance(opts["verifyOnSave"], bool):
+                ls.verify_on_save = opts["verifyOnSave"]
+            else:
+                ls._show_once(f"jaxlint: initialization option `verifyOnSave` must be true or false, "
+                              f"got {opts['verifyOnSave']!r}.")
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: JaxlintServer, params: types.InitializedParams) -> None:
+        for _ in range(ls.workers):
+            ls.pool().submit(warm_job)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: JaxlintServer, *args: Any) -> None:
+        ls.shut_down = True
+        for state in ls.docs.values():
+            if state.run is not None and state.run.task is not None:
+                state.run.task.cancel()
+        ls.stop_workers()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: JaxlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: JaxlintServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, ls.debounce)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: JaxlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0.0, verify=True)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: JaxlintServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = ls.docs.pop(uri, None)
+        if state is not None and state.run is not None and state.run.task is not None:
+            state.run.task.cancel()
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=False))
+    async def code_action(ls: JaxlintServer, params: types.CodeActionParams) -> Optional[list[types.CodeAction]]:
+        uri = params.text_document.uri
+        only = [_kind(k) for k in params.context.only] if params.context.only is not None else None
+        wants_fixes = only is None or any(types.CodeActionKind.QuickFix.value.startswith(k) for k in only)
+        # Fix-all is what editors ask for on save (`source.fixAll`); it is never offered unasked.
+        wants_all = only is not None and any(FIX_ALL_KIND.startswith(k) and k.startswith("source") for k in only)
+        first, last = params.range.start.line, params.range.end.line
+        if wants_fixes and not wants_all:
+            here = ls.findings_at(uri, first, last)
+            if here is not None and not here:
+                return []  # nothing published on these lines: no need to ask a worker
+        if not (wants_fixes or wants_all):
+            return []
+        doc = ls.workspace.get_text_document(uri)
+        version, text = doc.version, doc.source
+        path = _path_of(uri)
+        settings, _ = ls.settings_for(path)
+        if settings is None:
+            return []
+        actions: list[Action] = await ls.in_pool(actions_job, text, path, settings, first + 1, last + 1, wants_all)
+        if ls.workspace.get_text_document(uri).version != version:
+            return []  # computed on a buffer the editor has since changed
+        lines = text.splitlines(keepends=True)
+        published = {(d.range.start.line, d.code): d for d in params.context.diagnostics if d.source == SOURCE}
+        out: list[types.CodeAction] = []
+        for a in actions:
+            if a.kind == FIX_ALL_KIND and not wants_all or a.kind != FIX_ALL_KIND and not wants_fixes:
+                continue
+            diags = None
+            if a.finding is not None:
+                d = published.get((a.finding[0] - 1, a.finding[2]))
+                diags = [d] if d is not None else None
+            edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=[_text_edit(lines, doc.position_codec, a)])])
+            out.append(types.CodeAction(title=a.title, kind=a.kind, diagnostics=diags, edit=edit,
+                                        is_preferred=a.preferred or None))
+        return out
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: JaxlintServer, params: types.HoverParams) -> Optional[types.Hover]:
+        line = params.position.line
+        here = ls.findings_at(params.text_document.uri, line, line) or []
+        docs = []
+        for code in dict.fromkeys(f.code for f in here):
+            doc = _rule_doc(code)
+            if doc:
+                docs.append(doc)
+        if not docs:
+            return None
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(docs)))
+
+    return server
+
+
+def serve() -> int:
+    """Speak LSP on stdin/stdout until the editor says `exit`; the exit status the protocol asks for."""
+    server = create_server()
+    server.start_io()
+    return 0 if server.shut_down else 1
