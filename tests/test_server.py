@@ -109,9 +109,9 @@ class Client:
                          and (version is None or m["params"].get("version") == version),
                          f"diagnostics for {uri} version {version}")["params"]
 
-    def start(self, root: Path, options: Optional[dict] = None) -> dict:
+    def start(self, root: Path, options: Optional[dict] = None, capabilities: Optional[dict] = None) -> dict:
         result = self.request("initialize", {
-            "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+            "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": capabilities or {},
             "initializationOptions": options or {},
             "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}]})
         self.notify("initialized", {})
@@ -144,9 +144,13 @@ def _apply(text: str, edits: list[dict]) -> str:
     return text
 
 
-def _edits(action: dict, uri: str) -> list[dict]:
+def _edits(action: dict, uri: str, version: Optional[int] = None) -> list[dict]:
+    """The edits of a code action: versioned `documentChanges` when the client said it takes them."""
+    if version is None:
+        assert list(action["edit"]["changes"]) == [uri]
+        return action["edit"]["changes"][uri]
     changes = action["edit"]["documentChanges"]
-    assert [c["textDocument"]["uri"] for c in changes] == [uri]
+    assert [(c["textDocument"]["uri"], c["textDocument"]["version"]) for c in changes] == [(uri, version)]
     return changes[0]["edits"]
 
 
@@ -184,7 +188,8 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
 
     client = Client(project)
     try:
-        caps = client.start(project)["capabilities"]
+        caps = client.start(project, capabilities={"workspace": {"workspaceEdit": {"documentChanges": True}}})[
+            "capabilities"]
         assert caps["codeActionProvider"] and caps["textDocumentSync"]
 
         # Open: the buffer's findings, where the CLI puts them; configuration from [tool.jaxlint].
@@ -202,11 +207,13 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
         print_line = next(i for i, ln in enumerate(lines) if "print(" in ln)
         assert diags[0]["range"]["start"] == {"line": print_line, "character": lines[print_line].index("print")}
 
-        # Hover on a flagged line: the rule's documentation, as `jaxlint rule` prints it.
+        # Hover on a flagged span: the rule's documentation, as `jaxlint rule` prints it; nothing elsewhere.
         hover = client.request("textDocument/hover", {"textDocument": {"uri": uri},
                                                       "position": {"line": print_line, "character": 6}})
         assert "print-in-trace (JL201)" in hover["contents"]["value"]
         assert "## What it does" in hover["contents"]["value"]
+        assert client.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                     "position": {"line": print_line, "character": 1}}) is None
 
         # Code actions on the print: the --fix edit, and the --add-noqa comment.
         actions = client.request("textDocument/codeAction", {
@@ -217,10 +224,10 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
         assert len(fixes) == 1 and len(suppress) == 1, [a["title"] for a in actions]
         fix = fixes[0]
         assert fix["kind"] == "quickfix" and fix["isPreferred"] and fix["diagnostics"] == [diags[0]]
-        fixed = _apply(SOURCE, _edits(fix, uri))
+        fixed = _apply(SOURCE, _edits(fix, uri, 1))
         assert fixed == _cli_rewrite(path, "--fix")
         assert 'jax.debug.print("scaling by {}", factor)' in fixed
-        suppressed = _apply(SOURCE, _edits(suppress[0], uri)).splitlines()
+        suppressed = _apply(SOURCE, _edits(suppress[0], uri, 1)).splitlines()
         assert suppressed[print_line].endswith("# jaxlint: ignore[print-in-trace]")
         assert suppressed[print_line] == _cli_rewrite(path, "--add-noqa").splitlines()[print_line]
         assert suppressed[:print_line] + suppressed[print_line + 1:] == lines[:print_line] + lines[print_line + 1:]
@@ -259,6 +266,18 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
             "uri": broken, "languageId": "python", "version": 1, "text": "def f(:\n    pass\n"}})
         (syntax,) = client.diagnostics(broken, 1)["diagnostics"]
         assert syntax["code"] == "JL901" and syntax["severity"] == 1 and syntax["range"]["start"]["line"] == 0
+
+        # Columns count UTF-16 code units, the protocol's default: an emoji before the flagged
+        # call is two of them, though one character to Python.
+        wide = (project / "wide.py").as_uri()
+        wide_text = SOURCE.replace('print("scaling by", factor)', 'label = "\U0001F600"; print(label, factor)')
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": wide, "languageId": "python", "version": 1, "text": wide_text}})
+        (wide_print,) = [d for d in client.diagnostics(wide, 1)["diagnostics"] if d["code"] == "JL201"]
+        prefix = wide_text.splitlines()[print_line].split("print(")[0]
+        assert wide_print["range"]["start"] == {"line": print_line,
+                                                "character": len(prefix.encode("utf-16-le")) // 2}
+        assert wide_print["range"]["start"]["character"] == len(prefix) + 1
 
         # Closing a buffer clears its diagnostics.
         client.notify("textDocument/didClose", {"textDocument": {"uri": broken}})

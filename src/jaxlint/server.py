@@ -329,7 +329,10 @@ class JaxlintServer(LanguageServer):
             if settings is None:  # excluded in [tool.jaxlint]
                 found: list[Finding] = []
             else:
-                found, error = await self.in_pool(lint_job, text, path, settings, run=run)
+                try:
+                    found, error = await self.in_pool(lint_job, text, path, settings, run=run)
+                except concurrent.futures.process.BrokenProcessPool as exc:
+                    found, error = [], f"the analysis workers failed ({exc})"
                 if error:
                     self.window_log_message(types.LogMessageParams(type=types.MessageType.Error,
                                                                    message=f"jaxlint: {error}"))
@@ -400,6 +403,17 @@ class JaxlintServer(LanguageServer):
         if state is None or state.version != self.workspace.get_text_document(uri).version:
             return None
         return [f for f in state.findings if f.line - 1 <= last and f.end_line - 1 >= first]
+
+
+    def findings_under(self, uri: str, position: types.Position) -> list[Finding]:
+        """Findings of the current version whose span holds `position` (in the client's units)."""
+        state = self.docs.get(uri)
+        doc = self.workspace.get_text_document(uri)
+        if state is None or state.version != doc.version or not state.lines:
+            return []
+        at = doc.position_codec.position_from_client_units(state.lines, position)
+        here = (at.line + 1, at.character + 1)
+        return [f for f in state.findings if (f.line, f.column) <= here <= (f.end_line, f.end_column)]
 
 
 def _path_of(uri: str) -> str:
@@ -546,6 +560,8 @@ def create_server() -> JaxlintServer:
         if ls.workspace.get_text_document(uri).version != version:
             return []  # computed on a buffer the editor has since changed
         lines = text.splitlines(keepends=True)
+        caps = ls.client_capabilities.workspace
+        versioned = bool(caps and caps.workspace_edit and caps.workspace_edit.document_changes)
         published = {(d.range.start.line, d.code): d for d in params.context.diagnostics if d.source == SOURCE}
         out: list[types.CodeAction] = []
         for a in actions:
@@ -555,17 +571,20 @@ def create_server() -> JaxlintServer:
             if a.finding is not None:
                 d = published.get((a.finding[0] - 1, a.finding[2]))
                 diags = [d] if d is not None else None
-            edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-                edits=[_text_edit(lines, doc.position_codec, a)])])
+            text_edit = _text_edit(lines, doc.position_codec, a)
+            if versioned:  # the editor refuses the edit if the buffer changed meanwhile
+                edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                    edits=[text_edit])])
+            else:
+                edit = types.WorkspaceEdit(changes={uri: [text_edit]})
             out.append(types.CodeAction(title=a.title, kind=a.kind, diagnostics=diags, edit=edit,
                                         is_preferred=a.preferred or None))
         return out
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: JaxlintServer, params: types.HoverParams) -> Optional[types.Hover]:
-        line = params.position.line
-        here = ls.findings_at(params.text_document.uri, line, line) or []
+        here = ls.findings_under(params.text_document.uri, params.position)
         docs = []
         for code in dict.fromkeys(f.code for f in here):
             doc = _rule_doc(code)
