@@ -303,6 +303,11 @@ def test_fix_all_on_request(project: Path) -> None:
             "context": {"diagnostics": [], "only": ["source.fixAll"]}})
         assert action["kind"] == "source.fixAll.jaxlint"
         assert _apply(SOURCE, _edits(action, uri)) == _cli_rewrite(path, "--fix")
+        # Saving re-lints; with verify-on-save off (the default) nothing is verified.
+        client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+        saved = client.diagnostics(uri, 1)["diagnostics"]
+        assert [(d["code"], d["severity"], d["data"]["status"]) for d in saved] == [
+            ("JL201", 2, "not-run"), ("JL101", 2, "not-run")]
         assert client.stop() == 0
     finally:
         client.kill()
@@ -314,6 +319,7 @@ def test_verify_on_save(project: Path) -> None:
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + "verify-on-save = true\n")
     path = project / "model.py"
+    assert _cli_json(path)  # the command line accepts the key (and ignores it)
     uri = path.as_uri()
     client = Client(project)
     try:

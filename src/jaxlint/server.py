@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import tokenize
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -216,21 +217,21 @@ class JaxlintServer(LanguageServer):
         for attempt in (1, 2):
             try:
                 fut = self.pool().submit(fn, *args)
-            except concurrent.futures.process.BrokenProcessPool:
+            except BrokenProcessPool:
                 self._pool = None
                 continue
             if run is not None:
                 run.job = fut
             try:
                 return await asyncio.wrap_future(fut)
-            except concurrent.futures.process.BrokenProcessPool:
+            except BrokenProcessPool:
                 self._pool = None
                 if attempt == 2:
                     raise
             finally:
                 if run is not None:
                     run.job = None
-        raise concurrent.futures.process.BrokenProcessPool("the analysis workers keep failing")
+        raise BrokenProcessPool("the analysis workers keep failing")
 
     def stop_workers(self) -> None:
         pool, self._pool = self._pool, None
@@ -331,7 +332,7 @@ class JaxlintServer(LanguageServer):
             else:
                 try:
                     found, error = await self.in_pool(lint_job, text, path, settings, run=run)
-                except concurrent.futures.process.BrokenProcessPool as exc:
+                except BrokenProcessPool as exc:
                     found, error = [], f"the analysis workers failed ({exc})"
                 if error:
                     self.window_log_message(types.LogMessageParams(type=types.MessageType.Error,
