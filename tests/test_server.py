@@ -359,6 +359,27 @@ def test_bad_configuration_is_shown_and_linting_goes_on(project: Path) -> None:
         client.kill()
 
 
+def test_configuration_change_relints_open_buffers(project: Path) -> None:
+    uri = (project / "model.py").as_uri()
+    client = Client(project)
+    try:
+        client.start(project, capabilities={"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}})
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        assert [d["code"] for d in client.diagnostics(uri, 1)["diagnostics"]] == ["JL201", "JL101"]
+        registered = [m for m in client.seen if m.get("method") == "client/registerCapability"]
+        assert registered[0]["params"]["registrations"][0]["method"] == "workspace/didChangeWatchedFiles"
+        pyproject = project / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace('["impure-call"]', '["impure-call", "JL201"]'))
+        st = pyproject.stat()
+        os.utime(pyproject, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a coarse clock still sees a change
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": pyproject.as_uri(), "type": 2}]})
+        assert [d["code"] for d in client.diagnostics(uri, 1)["diagnostics"]] == ["JL101"]
+        assert client.stop() == 0
+    finally:
+        client.kill()
+
+
 def test_server_without_pygls_says_what_to_install() -> None:
     # A None entry in sys.modules makes `import pygls` fail as if it were not installed.
     code = ("import sys; sys.modules['pygls'] = None; sys.argv = ['jaxlint', 'server']; "

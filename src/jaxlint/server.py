@@ -507,6 +507,19 @@ def create_server() -> JaxlintServer:
     def initialized(ls: JaxlintServer, params: types.InitializedParams) -> None:
         for _ in range(ls.workers):
             ls.pool().submit(warm_job)
+        caps = ls.client_capabilities.workspace
+        if caps and caps.did_change_watched_files and caps.did_change_watched_files.dynamic_registration:
+            # Ask to hear about edits of the configuration made outside the open buffers.
+            ls.client_register_capability(types.RegistrationParams(registrations=[types.Registration(
+                id="jaxlint-pyproject", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                    watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]))]))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched_files_changed(ls: JaxlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        if any(c.uri.endswith("/pyproject.toml") for c in params.changes):
+            for uri in list(ls.docs):
+                ls.schedule(uri, 0.0)  # the configuration cache notices the new modification time
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: JaxlintServer, *args: Any) -> None:
