@@ -32,6 +32,18 @@ def scale(x, factor):
     return x
 '''
 
+HELPER = '''\
+"""Loud helpers."""
+from jax import jit
+
+
+@jit
+def shout(x):
+    y = x * 2
+    print(y)
+    return y
+'''
+
 CLEAN_BODY = "    return jnp.where(factor > 1, x * factor, x)\n"
 
 
@@ -303,6 +315,19 @@ def test_fix_all_on_request(project: Path) -> None:
             "context": {"diagnostics": [], "only": ["source.fixAll"]}})
         assert action["kind"] == "source.fixAll.jaxlint"
         assert _apply(SOURCE, _edits(action, uri)) == _cli_rewrite(path, "--fix")
+        # A fix that also adds `import jax` at the top: two small edits, not one spanning the file.
+        helper = project / "helper.py"
+        helper.write_text(HELPER)
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": helper.as_uri(), "languageId": "python", "version": 1, "text": HELPER}})
+        (shout,) = client.diagnostics(helper.as_uri(), 1)["diagnostics"]
+        actions = client.request("textDocument/codeAction", {
+            "textDocument": {"uri": helper.as_uri()}, "range": shout["range"], "context": {"diagnostics": [shout]}})
+        (fix,) = [a for a in actions if a["title"].startswith("Fix ")]
+        edits = _edits(fix, helper.as_uri())
+        assert len(edits) == 2
+        assert _apply(HELPER, edits) == _cli_rewrite(helper, "--fix")
+
         # Saving re-lints; with verify-on-save off (the default) nothing is verified.
         client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
         saved = client.diagnostics(uri, 1)["diagnostics"]

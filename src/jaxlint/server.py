@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import difflib
 import io
 import multiprocessing
 import os
@@ -95,30 +96,27 @@ def lint_job(text: str, path: str, settings: Settings) -> tuple[list[Finding], O
         return [], f"internal error while checking {path}: {type(exc).__name__}: {exc}"
 
 
+Hunk = tuple[int, int, str]  # replace lines [first, last) of the buffer (0-based) by this text
+
+
 @dataclass
 class Action:
-    """A code action computed in a worker: replace lines [first, last) of the buffer by `text`."""
+    """A code action computed in a worker, as whole-line hunks of the buffer."""
 
     title: str
     kind: str
-    first: int
-    last: int
-    text: str
+    hunks: list[Hunk]
     finding: Optional[tuple[int, int, str]] = None  # (line, column, code) of the finding it answers
     preferred: bool = False
 
 
-def _line_edit(old: str, new: str) -> tuple[int, int, str]:
-    """The smallest run of whole lines of `old` to replace to get `new`."""
+def _hunks(old: str, new: str) -> list[Hunk]:
+    """The changed runs of lines between two versions of the buffer (a fix that also adds an import
+    at the top is two small edits, not one spanning the file)."""
     a = old.splitlines(keepends=True)
     b = new.splitlines(keepends=True)
-    start = 0
-    while start < min(len(a), len(b)) and a[start] == b[start]:
-        start += 1
-    end = 0
-    while end < min(len(a), len(b)) - start and a[-1 - end] == b[-1 - end]:
-        end += 1
-    return start, len(a) - end, "".join(b[start:len(b) - end])
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(i1, i2, "".join(b[j1:j2])) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
 
 
 def actions_job(text: str, path: str, settings: Settings, first_line: int, last_line: int,
@@ -143,20 +141,20 @@ def actions_job(text: str, path: str, settings: Settings, first_line: int, last_
                 if applied and new != data:
                     unsafe = f.fix.applicable != "safe"
                     title = f"Fix {f.name}: {f.fix.description}" + (" (unsafe: may change behaviour)" if unsafe else "")
-                    out.append(Action(title, types.CodeActionKind.QuickFix.value,
-                                      *_line_edit(text, new.decode(enc)), finding=key, preferred=not unsafe))
+                    out.append(Action(title, types.CodeActionKind.QuickFix.value, _hunks(text, new.decode(enc)),
+                                      finding=key, preferred=not unsafe))
             if f.name != SYNTAX_ERROR[1]:
                 new, added = add_ignore_comments(data, [f])
                 if added:
                     out.append(Action(f"Suppress {f.name} on this line (# jaxlint: ignore[{f.name}])",
-                                      types.CodeActionKind.QuickFix.value, *_line_edit(text, new.decode(enc)),
+                                      types.CodeActionKind.QuickFix.value, _hunks(text, new.decode(enc)),
                                       finding=key))
         if fix_all:
             res = fix_source(data, path, lint)
             if res.changed:
                 n = len(res.applied)
                 out.append(Action(f"Fix all safely fixable jaxlint findings ({n})", FIX_ALL_KIND,
-                                  *_line_edit(text, res.fixed.decode(enc))))
+                                  _hunks(text, res.fixed.decode(enc))))
         return out
 
     return with_deep_stack(work)
@@ -459,15 +457,15 @@ async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await fut
 
 
-def _text_edit(lines: list[str], codec: Any, action: Action) -> types.TextEdit:
+def _text_edit(lines: list[str], codec: Any, hunk: Hunk) -> types.TextEdit:
     """Replace whole lines [first, last) of the buffer (`lines` keep their line endings)."""
-    start = types.Position(line=action.first, character=0)
-    if action.last < len(lines) or not lines or lines[-1].endswith(("\n", "\r")):
-        end = types.Position(line=action.last, character=0)
+    first, last, text = hunk
+    start = types.Position(line=first, character=0)
+    if last < len(lines) or not lines or lines[-1].endswith(("\n", "\r")):
+        end = types.Position(line=last, character=0)
     else:  # the buffer's last line has no line ending: end at its last character
-        last = lines[-1]
-        end = types.Position(line=len(lines) - 1, character=codec.client_num_units(last))
-    return types.TextEdit(range=types.Range(start=start, end=end), new_text=action.text)
+        end = types.Position(line=len(lines) - 1, character=codec.client_num_units(lines[-1]))
+    return types.TextEdit(range=types.Range(start=start, end=end), new_text=text)
 
 
 def _kind(kind: Any) -> str:
@@ -585,13 +583,13 @@ def create_server() -> JaxlintServer:
             if a.finding is not None:
                 d = published.get((a.finding[0] - 1, a.finding[2]))
                 diags = [d] if d is not None else None
-            text_edit = _text_edit(lines, doc.position_codec, a)
+            edits = [_text_edit(lines, doc.position_codec, h) for h in a.hunks]
             if versioned:  # the editor refuses the edit if the buffer changed meanwhile
                 edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
                     text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-                    edits=[text_edit])])
+                    edits=edits)])
             else:
-                edit = types.WorkspaceEdit(changes={uri: [text_edit]})
+                edit = types.WorkspaceEdit(changes={uri: edits})
             out.append(types.CodeAction(title=a.title, kind=a.kind, diagnostics=diags, edit=edit,
                                         is_preferred=a.preferred or None))
         return out
