@@ -315,6 +315,15 @@ class JaxlintServer(LanguageServer):
         state.run = run
 
     async def _lint(self, uri: str, delay: float, run: _Run) -> None:
+        try:
+            await self._lint_now(uri, delay, run)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a task's error would otherwise vanish: say it where the editor logs
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Error, message=f"jaxlint: internal error: {type(exc).__name__}: {exc}"))
+
+    async def _lint_now(self, uri: str, delay: float, run: _Run) -> None:
         if delay:
             await asyncio.sleep(delay)
         state = self.docs.get(uri)
