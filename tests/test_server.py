@@ -405,6 +405,68 @@ def test_configuration_change_relints_open_buffers(project: Path) -> None:
         client.kill()
 
 
+TRAIN = '''\
+import jax
+
+from .losses import penalty
+
+
+@jax.jit
+def step(w, x):
+    return w - 0.1 * penalty(w, x)
+'''
+
+LOSSES = '''\
+import jax.numpy as jnp
+
+
+def penalty(w, x):
+    total = jnp.sum(w * x)
+    print(total)
+    if total > 0:
+        return total
+    return -total
+'''
+
+
+def test_calls_from_other_saved_files_are_followed(tmp_path: Path) -> None:
+    pytest.importorskip("pygls")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(TRAIN)
+    losses = pkg / "losses.py"
+    losses.write_text(LOSSES)
+    proc = subprocess.run([sys.executable, "-m", "jaxlint", "--no-verify", "--no-cache", "--format", "json", "."],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    cli = json.loads(proc.stdout)["findings"]
+    assert [(f["path"], f["code"]) for f in cli] == [("pkg/losses.py", "JL201"), ("pkg/losses.py", "JL101")]
+
+    # The buffer differs from the saved file (a line added on top): its own text is linted, with
+    # the calls that the saved train.py makes into it.
+    buffer = "# edited, not saved\n" + LOSSES
+    uri = losses.as_uri()
+    client = Client(tmp_path)
+    try:
+        client.start(tmp_path)
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": buffer}})
+        diags = client.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics"
+                            and m["params"]["uri"] == uri and m["params"]["diagnostics"],
+                            "diagnostics reached through train.py")["params"]["diagnostics"]
+        assert [(d["code"], d["range"]["start"]["line"], d["message"]) for d in diags] == [
+            (f["code"], f["line"], f["message"]) for f in cli]  # one line lower: 0-based equals 1-based
+        assert "called from `step` in `pkg/train.py`" in diags[1]["message"]
+        actions = client.request("textDocument/codeAction", {
+            "textDocument": {"uri": uri}, "range": diags[0]["range"], "context": {"diagnostics": [diags[0]]}})
+        (fix,) = [a for a in actions if a["title"].startswith("Fix ")]
+        assert "jax.debug.print" in _apply(buffer, _edits(fix, uri))
+        assert client.stop() == 0
+    finally:
+        client.kill()
+
+
 def test_server_without_pygls_says_what_to_install() -> None:
     # A None entry in sys.modules makes `import pygls` fail as if it were not installed.
     code = ("import sys; sys.modules['pygls'] = None; sys.argv = ['jaxlint', 'server']; "

@@ -26,13 +26,16 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
-from .api import Settings, _excluded, analyse, codes_for, lint_for_fix, with_deep_stack
+from .api import Settings, _excluded, _extra_transforms, analyse, check_module, codes_for, with_deep_stack
 from .config import Config, ConfigError, find_pyproject, load
 from .findings import Finding, Verification
 from .report import help_url
 from .rules import BY_CODE, SYNTAX_ERROR
+from .semantic import ExternalCall
 
 DEBOUNCE_SECONDS = 0.3  # typing pauses shorter than this do not start an analysis
+# Cross-file following reads the whole project; beyond this many files it is left to the command line.
+PROJECT_FILE_LIMIT = 3000
 SOURCE = "jaxlint"
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
 # initializationOptions the server understands (camelCase, as editors write them).
@@ -78,12 +81,14 @@ def warm_job() -> None:
     the first buffer opens."""
 
 
-def lint_job(text: str, path: str, settings: Settings) -> tuple[list[Finding], Optional[str]]:
-    """Static findings for a buffer (edits dropped: they hold tree nodes), and an internal error if any."""
+def lint_job(text: str, path: str, settings: Settings, external: Optional[list[ExternalCall]] = None
+             ) -> tuple[list[Finding], Optional[str]]:
+    """Static findings for a buffer (edits dropped: they hold tree nodes), and an internal error if any.
+    `external`: the calls other files of the project make into this one from traced code."""
     data, _ = _to_bytes(text)
 
     def work() -> list[Finding]:
-        found, _ = analyse(data, path, settings.codes, settings.trace_decorators)
+        found, _ = analyse(data, path, settings.codes, settings.trace_decorators, external)
         for f in found:
             f.edit = None
         return found
@@ -120,14 +125,24 @@ def _hunks(old: str, new: str) -> list[Hunk]:
 
 
 def actions_job(text: str, path: str, settings: Settings, first_line: int, last_line: int,
-                fix_all: bool) -> list[Action]:
+                fix_all: bool, external: Optional[list[ExternalCall]] = None) -> list[Action]:
     """Quick fixes (the `--fix` edits) and suppressions (the `--add-noqa` comment) for findings on
     lines first_line..last_line (1-based), and with `fix_all` the buffer with every safe fix applied."""
+    import libcst as cst
+
     from .fix import apply_edits, fix_source
     from .suppress import add_ignore_comments
 
     data, enc = _to_bytes(text)
-    lint = lint_for_fix(settings)
+    transforms = _extra_transforms(settings.trace_decorators)
+
+    def lint(source: bytes, name: str) -> tuple[list[Finding], Optional[cst.Module]]:
+        # api.lint_for_fix, plus the calls from other files: findings whose edits refer to the tree
+        try:
+            module = cst.parse_module(source)
+        except Exception:
+            return [], None
+        return check_module(module, source, name, settings.codes, transforms, external)[0], module
 
     def work() -> list[Action]:
         found, module = lint(data, path)
@@ -160,7 +175,61 @@ def actions_job(text: str, path: str, settings: Settings, first_line: int, last_
     return with_deep_stack(work)
 
 
+class _SeedRecorder:
+    """Stands in for the API's workers during cross-file following and keeps, per file, the calls
+    that traced code elsewhere in the project makes into it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seeds: dict[str, list[ExternalCall]] = {}
+
+    def run(self, items: list[tuple[str, Optional[list[ExternalCall]]]]) -> list:
+        for path, calls in items:
+            self.seeds[path] = list(calls or [])
+        return self.inner.run(items)
+
+
+def project_seeds_job(root: str, settings: Settings) -> tuple[dict[str, list[ExternalCall]], Optional[str]]:
+    """The command line's cross-file following over the saved files of the project at `root`: for each
+    file (by real path), the calls into it from traced code in other files."""
+    from .api import _Workers, analyse_files, discover, follow_across_files
+
+    try:
+        files = discover([root], settings.exclude)
+        if len(files) > PROJECT_FILE_LIMIT:
+            return {}, (f"{root} holds {len(files)} Python files; cross-file following in the editor stops "
+                        f"at {PROJECT_FILE_LIMIT} (run `jaxlint` on the project for it)")
+        with _Workers(settings) as inner:
+            results, errors = analyse_files(files, settings, inner)
+            recorder = _SeedRecorder(inner)
+            follow_across_files(files, results, settings, errors, workers=recorder)
+    except Exception as exc:  # following is a bonus: never let it stop the buffer's own linting
+        return {}, f"cross-file following failed: {type(exc).__name__}: {exc}"
+    return {os.path.realpath(p): [dataclasses.replace(c, origin=os.path.relpath(c.origin, root)) for c in calls]
+            for p, calls in recorder.seeds.items()}, None
+
+
 # ---- the server ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    """Where a file lives, as the command line would see it."""
+
+    settings: Optional[Settings]  # for this file; None when [tool.jaxlint] excludes it
+    cfg: Config
+    project: Settings  # for the whole project (with its per-file ignores)
+    root: Optional[str]  # the folder of the nearest pyproject.toml; None: no project to follow calls across
+
+
+@dataclass
+class _Project:
+    """The calls into each file from traced code in the project's other (saved) files."""
+
+    settings: Settings
+    seeds: dict[str, list[ExternalCall]] = field(default_factory=dict)  # real path -> calls
+    stale: bool = True  # files were saved since the seeds were computed
+    task: Optional["asyncio.Task[None]"] = None
 
 
 @dataclass
@@ -168,6 +237,18 @@ class _Run:
     verify: bool  # a save: verify afterwards (when verify-on-save is on)
     task: Optional["asyncio.Task[None]"] = None
     job: Optional[concurrent.futures.Future] = None  # set while the static pass is queued or running
+    verifying: bool = False  # past the static pass, tracing the saved file
+
+    def supersede(self) -> bool:
+        """Drop this run for a newer one, unless it is too far along; whether it was dropped."""
+        if self.task is None or self.task.done():
+            return False
+        if self.verifying:
+            return False  # verdicts about the saved file stay useful; publishing checks the version
+        if self.job is not None and not self.job.cancel():
+            return False  # running in a worker: let it finish; its result for an old version is dropped
+        self.task.cancel()  # debouncing, waiting its turn or queued in the pool
+        return True
 
 
 @dataclass
@@ -195,35 +276,40 @@ class JaxlintServer(LanguageServer):
         self.verify_on_save: Optional[bool] = None  # from initializationOptions; None: ask pyproject.toml
         self.debounce = DEBOUNCE_SECONDS
         self.shut_down = False
-        self._pool: Optional[concurrent.futures.ProcessPoolExecutor] = None
+        # "lint" serves the open buffers; "project", one process, the cross-file following, so that
+        # reading a whole project never delays a buffer's diagnostics.
+        self._pools: dict[str, concurrent.futures.ProcessPoolExecutor] = {}
         # One core stays with the editor; more than four buys little for the files open at once.
         self.workers = max(1, min(4, (os.cpu_count() or 2) - 1))
+        self.projects: dict[str, _Project] = {}  # pyproject.toml folder -> following state
         self._configs: dict[str, tuple[int, Config, Optional[str]]] = {}  # pyproject -> (mtime, config, error)
         self._reported: set[str] = set()  # configuration errors already shown
 
     # -- workers --
 
-    def pool(self) -> concurrent.futures.ProcessPoolExecutor:
-        if self._pool is None:
+    def pool(self, kind: str = "lint") -> concurrent.futures.ProcessPoolExecutor:
+        if kind not in self._pools:
             # spawn, not fork: the server runs threads (the stdin reader), and fork copies their locks.
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
-        return self._pool
+            self._pools[kind] = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.workers if kind == "lint" else 1,
+                mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+        return self._pools[kind]
 
-    async def in_pool(self, fn: Callable[..., Any], *args: Any, run: Optional[_Run] = None) -> Any:
+    async def in_pool(self, fn: Callable[..., Any], *args: Any, run: Optional[_Run] = None,
+                      kind: str = "lint") -> Any:
         """Run `fn(*args)` in a worker process; a pool broken by a crashed worker is replaced once."""
         for attempt in (1, 2):
             try:
-                fut = self.pool().submit(fn, *args)
+                fut = self.pool(kind).submit(fn, *args)
             except BrokenProcessPool:
-                self._pool = None
+                self._pools.pop(kind, None)
                 continue
             if run is not None:
                 run.job = fut
             try:
                 return await asyncio.wrap_future(fut)
             except BrokenProcessPool:
-                self._pool = None
+                self._pools.pop(kind, None)
                 if attempt == 2:
                     raise
             finally:
@@ -232,16 +318,15 @@ class JaxlintServer(LanguageServer):
         raise BrokenProcessPool("the analysis workers keep failing")
 
     def stop_workers(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        # A worker busy with a huge file would hold up the editor's exit: stop it rather than wait.
-        for proc in list(getattr(pool, "_processes", {}).values()):
-            try:
-                proc.terminate()
-            except Exception:
-                pass
-        pool.shutdown(wait=False, cancel_futures=True)
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            # A worker busy with a huge file would hold up the editor's exit: stop it rather than wait.
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                try:
+                    proc.terminate()
+                except Exception:
+                    pass
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:  # called by pygls when the connection ends, however it ends
         self.stop_workers()
@@ -272,8 +357,8 @@ class JaxlintServer(LanguageServer):
             self._reported.add(message)
             self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
-    def settings_for(self, path: str) -> tuple[Optional[Settings], Config]:
-        """The CLI's settings for one file, from the nearest pyproject.toml; None when it is excluded."""
+    def context_for(self, path: str) -> "_Context":
+        """The command line's settings for one file, from the nearest pyproject.toml."""
         from .cli import _settings  # the one mapping of [tool.jaxlint] onto Settings
         import click
 
@@ -281,35 +366,64 @@ class JaxlintServer(LanguageServer):
         pyproject = find_pyproject(start)
         cfg = self._config(pyproject)
         try:
-            settings = _settings(cfg=cfg, **_NO_OPTIONS)
+            project = _settings(cfg=cfg, **_NO_OPTIONS)
         except click.UsageError as exc:
             self._show_once(f"jaxlint: {exc.format_message()} Linting with the default configuration.")
             cfg = Config()
-            settings = _settings(cfg=cfg, **_NO_OPTIONS)
+            project = _settings(cfg=cfg, **_NO_OPTIONS)
         root = os.path.dirname(pyproject) if pyproject else (self.workspace.root_path or os.getcwd())
         rel = os.path.relpath(path, root) if os.path.isabs(path) else path
-        if _excluded(rel, settings.exclude):
-            return None, cfg
         if pyproject is not None:
-            settings.cache_dir = os.path.join(root, ".jaxlint_cache")  # verification verdicts, shared with the CLI
-        return dataclasses.replace(settings, codes=codes_for(rel, settings), per_file_ignores={}), cfg
+            project.cache_dir = os.path.join(root, ".jaxlint_cache")  # shared with the command line
+        own = None if _excluded(rel, project.exclude) else dataclasses.replace(
+            project, codes=codes_for(rel, project), per_file_ignores={})
+        return _Context(own, cfg, project, root if pyproject is not None else None)
 
     def wants_verify(self, cfg: Config) -> bool:
         if self.verify_on_save is not None:
             return self.verify_on_save
         return bool(cfg.verify_on_save)
 
+    # -- cross-file following --
+
+    def follow(self, root: str, settings: Settings) -> None:
+        """(Re)compute, in the background, the calls into each file of the project at `root`."""
+        proj = self.projects.setdefault(root, _Project(settings))
+        proj.settings, proj.stale = settings, True
+        if proj.task is None or proj.task.done():
+            proj.task = asyncio.get_running_loop().create_task(self._follow(root, proj))
+
+    async def _follow(self, root: str, proj: _Project) -> None:
+        while proj.stale and not self.shut_down:
+            proj.stale = False
+            try:
+                seeds, note = await self.in_pool(project_seeds_job, root, proj.settings, kind="project")
+            except BrokenProcessPool as exc:
+                seeds, note = proj.seeds, f"cross-file following failed ({exc})"
+            if note:
+                self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning,
+                                                               message=f"jaxlint: {note}"))
+            old, proj.seeds = proj.seeds, seeds
+            for uri in list(self.docs):
+                key = os.path.realpath(_path_of(uri))
+                if old.get(key, []) != seeds.get(key, []):
+                    self.schedule(uri, 0.0)  # what other files call in this one, and how, changed
+
+    def seeds_for(self, ctx: _Context, path: str) -> Optional[list[ExternalCall]]:
+        proj = self.projects.get(ctx.root) if ctx.root is not None else None
+        if proj is None or not os.path.isabs(path):
+            return None
+        return proj.seeds.get(os.path.realpath(path)) or None
+
     # -- diagnostics --
 
-    def schedule(self, uri: str, delay: float, verify: bool = False) -> None:
-        """Lint `uri` after `delay` seconds, superseding a run that has not reached a worker yet."""
+    def schedule(self, uri: str, delay: float, verify: bool = False, edited: bool = False) -> None:
+        """Lint `uri` after `delay` seconds, superseding a run that has not reached a worker yet.
+        `verify`: a save; `edited`: the text changed (a superseded save is then not verified)."""
         state = self.docs.setdefault(uri, _DocState())
         prev = state.run
-        if prev is not None and prev.task is not None and not prev.task.done():
-            # Still debouncing, waiting its turn or queued in the pool: drop it. Already running in a
-            # worker: let it finish; its result is for an old version and will be dropped.
-            if prev.job is None or prev.job.cancel():
-                prev.task.cancel()
+        if prev is not None and prev.supersede() and prev.verify and not edited:
+            verify = True  # re-linting for another reason must not lose a save's verification
         run = _Run(verify)
         run.task = asyncio.get_running_loop().create_task(self._lint(uri, delay, run))
         state.run = run
@@ -333,12 +447,16 @@ class JaxlintServer(LanguageServer):
             doc = self.workspace.get_text_document(uri)
             version, text = doc.version, doc.source
             path = _path_of(uri)
-            settings, cfg = self.settings_for(path)
+            ctx = self.context_for(path)
+            settings = ctx.settings
+            if ctx.root is not None and ctx.root not in self.projects:
+                self.follow(ctx.root, ctx.project)
             if settings is None:  # excluded in [tool.jaxlint]
                 found: list[Finding] = []
             else:
                 try:
-                    found, error = await self.in_pool(lint_job, text, path, settings, run=run)
+                    found, error = await self.in_pool(lint_job, text, path, settings, self.seeds_for(ctx, path),
+                                                      run=run)
                 except BrokenProcessPool as exc:
                     found, error = [], f"the analysis workers failed ({exc})"
                 if error:
@@ -352,7 +470,8 @@ class JaxlintServer(LanguageServer):
             if old is not None:
                 f.verification = old
         self.publish(uri, version, text, found)
-        if run.verify and settings is not None and found and self.wants_verify(cfg) and os.path.isabs(path):
+        if run.verify and settings is not None and found and self.wants_verify(ctx.cfg) and os.path.isabs(path):
+            run.verifying = True
             await self._verify(uri, version, text, path, settings, found)
 
     async def _verify(self, uri: str, version: Optional[int], text: str, path: str, settings: Settings,
@@ -527,6 +646,8 @@ def create_server() -> JaxlintServer:
         if any(c.uri.endswith("/pyproject.toml") for c in params.changes):
             for uri in list(ls.docs):
                 ls.schedule(uri, 0.0)  # the configuration cache notices the new modification time
+            for root in list(ls.projects):
+                ls.follow(root, ls.context_for(os.path.join(root, "pyproject.toml")).project)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: JaxlintServer, *args: Any) -> None:
@@ -542,11 +663,15 @@ def create_server() -> JaxlintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: JaxlintServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, ls.debounce)
+        ls.schedule(params.text_document.uri, ls.debounce, edited=True)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def did_save(ls: JaxlintServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri, 0.0, verify=True)
+        uri = params.text_document.uri
+        ls.schedule(uri, 0.0, verify=True)
+        ctx = ls.context_for(_path_of(uri))
+        if ctx.root is not None:
+            ls.follow(ctx.root, ctx.project)  # the saved file may call into others differently now
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: JaxlintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -574,10 +699,11 @@ def create_server() -> JaxlintServer:
         doc = ls.workspace.get_text_document(uri)
         version, text = doc.version, doc.source
         path = _path_of(uri)
-        settings, _ = ls.settings_for(path)
-        if settings is None:
+        ctx = ls.context_for(path)
+        if ctx.settings is None:
             return []
-        actions: list[Action] = await ls.in_pool(actions_job, text, path, settings, first + 1, last + 1, wants_all)
+        actions: list[Action] = await ls.in_pool(actions_job, text, path, ctx.settings, first + 1, last + 1,
+                                                 wants_all, ls.seeds_for(ctx, path))
         if ls.workspace.get_text_document(uri).version != version:
             return []  # computed on a buffer the editor has since changed
         lines = text.splitlines(keepends=True)
