@@ -279,6 +279,7 @@ class JaxlintServer(LanguageServer):
         # "lint" serves the open buffers; "project", one process, the cross-file following, so that
         # reading a whole project never delays a buffer's diagnostics.
         self._pools: dict[str, concurrent.futures.ProcessPoolExecutor] = {}
+        self._closing = False
         # One core stays with the editor; more than four buys little for the files open at once.
         self.workers = max(1, min(4, (os.cpu_count() or 2) - 1))
         self.projects: dict[str, _Project] = {}  # pyproject.toml folder -> following state
@@ -288,6 +289,8 @@ class JaxlintServer(LanguageServer):
     # -- workers --
 
     def pool(self, kind: str = "lint") -> concurrent.futures.ProcessPoolExecutor:
+        if self._closing:
+            raise BrokenProcessPool("the server is stopping")  # never start workers that nothing will stop
         if kind not in self._pools:
             # spawn, not fork: the server runs threads (the stdin reader), and fork copies their locks.
             self._pools[kind] = concurrent.futures.ProcessPoolExecutor(
@@ -302,6 +305,8 @@ class JaxlintServer(LanguageServer):
             try:
                 fut = self.pool(kind).submit(fn, *args)
             except BrokenProcessPool:
+                if self._closing:
+                    raise
                 self._pools.pop(kind, None)
                 continue
             if run is not None:
@@ -310,7 +315,7 @@ class JaxlintServer(LanguageServer):
                 return await asyncio.wrap_future(fut)
             except BrokenProcessPool:
                 self._pools.pop(kind, None)
-                if attempt == 2:
+                if attempt == 2 or self._closing:
                     raise
             finally:
                 if run is not None:
@@ -318,6 +323,7 @@ class JaxlintServer(LanguageServer):
         raise BrokenProcessPool("the analysis workers keep failing")
 
     def stop_workers(self) -> None:
+        self._closing = True
         pools, self._pools = self._pools, {}
         for pool in pools.values():
             # A worker busy with a huge file would hold up the editor's exit: stop it rather than wait.
@@ -631,8 +637,9 @@ def create_server() -> JaxlintServer:
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: JaxlintServer, params: types.InitializedParams) -> None:
+        pool = ls.pool()
         for _ in range(ls.workers):
-            ls.pool().submit(warm_job)
+            pool.submit(warm_job)
         caps = ls.client_capabilities.workspace
         if caps and caps.did_change_watched_files and caps.did_change_watched_files.dynamic_registration:
             # Ask to hear about edits of the configuration made outside the open buffers.
