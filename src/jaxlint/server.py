@@ -579,13 +579,25 @@ async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future = loop.create_future()
 
+    def settle(error: Optional[BaseException], value: Any) -> None:
+        if fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)
+
     def target() -> None:
+        error: Optional[BaseException] = None
+        value = None
         try:
             value = fn(*args)
         except BaseException as exc:  # handed to the awaiting coroutine
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_exception(exc))
-        else:
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(value))
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, error, value)
+        except RuntimeError:
+            pass  # the server has stopped: nobody is waiting
 
     threading.Thread(target=target, name="jaxlint-verify", daemon=True).start()
     return await fut
