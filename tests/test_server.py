@@ -400,6 +400,11 @@ def test_configuration_change_relints_open_buffers(project: Path) -> None:
         os.utime(pyproject, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a coarse clock still sees a change
         client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": pyproject.as_uri(), "type": 2}]})
         assert [d["code"] for d in client.diagnostics(uri, 1)["diagnostics"]] == ["JL101"]
+        # A file the configuration excludes gets no diagnostics in the editor.
+        pyproject.write_text(pyproject.read_text() + 'exclude = ["model.py"]\n')
+        os.utime(pyproject, ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": pyproject.as_uri(), "type": 2}]})
+        assert client.diagnostics(uri, 1)["diagnostics"] == []
         assert client.stop() == 0
     finally:
         client.kill()
