@@ -29,6 +29,7 @@ from . import __version__
 from .api import Settings, _excluded, _extra_transforms, analyse, check_module, codes_for, with_deep_stack
 from .config import Config, ConfigError, find_pyproject, load
 from .findings import Finding, Verification
+from .notebook import is_notebook
 from .report import help_url
 from .rules import BY_CODE, SYNTAX_ERROR
 from .semantic import ExternalCall
@@ -195,7 +196,7 @@ def project_seeds_job(root: str, settings: Settings) -> tuple[dict[str, list[Ext
     from .api import _Workers, analyse_files, discover, follow_across_files
 
     try:
-        files = discover([root], settings.exclude)
+        files = discover([root], settings.exclude, False, settings.include)
         if len(files) > PROJECT_FILE_LIMIT:
             return {}, (f"{root} holds {len(files)} Python files; cross-file following in the editor stops "
                         f"at {PROJECT_FILE_LIMIT} (run `jaxlint` on the project for it)")
@@ -381,8 +382,9 @@ class JaxlintServer(LanguageServer):
         rel = os.path.relpath(path, root) if os.path.isabs(path) else path
         if pyproject is not None:
             project.cache_dir = os.path.join(root, ".jaxlint_cache")  # shared with the command line
-        own = None if _excluded(rel, project.exclude) else dataclasses.replace(
-            project, codes=codes_for(rel, project), per_file_ignores={})
+        # A notebook opened as a text document is JSON: its findings sit in cells, not in that text.
+        skip = _excluded(rel, project.exclude) or is_notebook(path)
+        own = None if skip else dataclasses.replace(project, codes=codes_for(rel, project), per_file_ignores={})
         return _Context(own, cfg, project, root if pyproject is not None else None)
 
     def wants_verify(self, cfg: Config) -> bool:
