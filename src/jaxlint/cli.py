@@ -388,6 +388,20 @@ def rule(name: Optional[str], show_all: bool, fmt: str) -> None:
         click.echo(f"# {cls.name} ({cls.code})\n\n{doc}")
 
 
+@main.command("server", context_settings={"help_option_names": ["-h", "--help"]})
+def server() -> None:
+    """Run the language server for editors (LSP over stdin/stdout; needs `pip install 'jax-trace-hazards[lsp]'`)."""
+    try:
+        from .server import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol", "cattrs"):
+            raise
+        click.echo(f"jaxlint: `jaxlint server` needs {exc.name}, which is not installed; "
+                   "install it with `pip install 'jax-trace-hazards[lsp]'`.", err=True)
+        sys.exit(2)
+    sys.exit(serve())
+
+
 def entry() -> None:
     """The console script: click's own handling, and one line instead of a traceback for anything else."""
     try:

@@ -28,6 +28,7 @@ class Config:
     extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     verify: Optional[bool] = None
+    verify_on_save: Optional[bool] = None  # the language server's verification on save (off by default)
     verify_timeout: Optional[float] = None
     verify_memory: Optional[int] = None
     extend_trace_decorators: list[str] = field(default_factory=list)
@@ -43,7 +44,7 @@ class Config:
 
 _LIST_KEYS = {"select", "ignore", "extend-select", "extend-ignore", "exclude", "extend-exclude",
               "extend-trace-decorators", "include", "extend-include"}
-_BOOL_KEYS = {"verify", "respect-gitignore"}
+_BOOL_KEYS = {"verify", "verify-on-save", "respect-gitignore"}
 _KEYS = _LIST_KEYS | _BOOL_KEYS | {"per-file-ignores", "verify-timeout", "verify-memory"}
 
 
