@@ -88,13 +88,8 @@ class ArrayItemAssignment(Rule):
 
     def _latest_binding(self, fn: FunctionInfo, name: str, store: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """The value last bound to `name` before the store to `store`, in source order within `fn`."""
-        latest: Optional[cst.BaseExpression] = None
-        for target, value, how in fn.events:
-            if target is store:
-                return latest
-            if isinstance(target, cst.Name) and target.value == name:
-                latest = value if how == "=" else None
-        return None
+        bindings = fn.bindings(name, before=store)
+        return bindings[-1].assigned if bindings else None
 
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):

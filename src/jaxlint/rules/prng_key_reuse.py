@@ -189,16 +189,8 @@ class PrngKeyReuse(Rule):
         return out
 
     def _callee(self, call: cst.Call, scope: Scope) -> Optional[tuple[FunctionInfo, int]]:
-        """The function of this module a call runs (through `step = jax.jit(train_step)` too), and the
-        number of leading parameters already bound."""
-        model = self._where.model
-        ref = model.resolve_callable(call.func, scope)
-        if ref is None and isinstance(call.func, cst.Name):
-            owner = model.owner_of(call.func.value, scope)
-            values = owner.assigned.get(call.func.value, []) if owner is not None else []
-            if len(values) == 1 and isinstance(values[0], cst.Call) and values[0].args \
-                    and model.resolve(values[0].func, owner) in model.transforms:
-                ref = model.resolve_callable(values[0].args[0].value, owner)
+        """The function of this module a call runs, and the number of leading parameters already bound."""
+        ref = self._where.model.callee(call, scope)
         return (ref.fn, ref.offset) if ref is not None else None
 
     def _consume(self, call: cst.Call, state: _State, loop_names: Optional[Container[str]],

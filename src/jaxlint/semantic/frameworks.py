@@ -355,7 +355,7 @@ class Frameworks:
             return isinstance(f, cst.Attribute) and f.attr.value == "variable" and \
                 self.instance_class(f.value, values.fn) is not None
         if isinstance(expr, cst.Name) and expr.value in values.fn.local_names and values.fn.param(expr.value) is None:
-            bound = [v for t, v, how in values.fn.events if isinstance(t, cst.Name) and t.value == expr.value]
+            bound = [b.value for b in values.fn.bindings(expr.value)]
             return bool(bound) and all(v is not None and isinstance(v, (cst.Call, cst.Attribute))
                                        and self.is_variable(v, values) for v in bound)
         return False

@@ -114,6 +114,18 @@ class ModuleModel:
             s = s.parent
         return None
 
+    def callee(self, call: cst.Call, scope: Scope) -> Optional[CallableRef]:
+        """The function of this module a call runs: its callable resolved, or, for a name bound once
+        to a transform of a function (`step = jax.jit(train_step)`), that function."""
+        ref = self.resolve_callable(call.func, scope, call)
+        if ref is None and isinstance(call.func, cst.Name):
+            owner = self.owner_of(call.func.value, scope)
+            values = owner.assigned.get(call.func.value, []) if owner is not None else []
+            if owner is not None and len(values) == 1 and isinstance(values[0], cst.Call) and values[0].args \
+                    and self.resolve(values[0].func, owner) in self.transforms:
+                ref = self.resolve_callable(values[0].args[0].value, owner)
+        return ref
+
     def resolve_callable(self, expr: cst.BaseExpression, scope: Scope,
                          call: Optional[cst.Call] = None) -> Optional[CallableRef]:
         """Resolve an expression used as a callable to a def or lambda of this module (`call`, when

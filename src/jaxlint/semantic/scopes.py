@@ -111,6 +111,47 @@ class FunctionInfo(Scope):
                 return p
         return None
 
+    def bindings(self, name: str, before: Optional[cst.CSTNode] = None) -> list["Binding"]:
+        """Each binding of the local `name` in this body, in source order (only those before the event
+        whose target is `before`, when given; none when no event has that target). A tuple target assigned a tuple of the same length binds
+        element by element; any other tuple target records the element's index in the unpacked value."""
+        out: list[Binding] = []
+        for target, value, how in self.events:
+            if before is not None and target is before:
+                return out
+            if isinstance(target, cst.Name):
+                if target.value == name:
+                    out.append(Binding(target, value, how))
+                continue
+            if not isinstance(target, (cst.Tuple, cst.List)):
+                continue
+            names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
+            if name not in names:
+                continue
+            index = names.index(name)
+            if how == "=" and isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(names) \
+                    and not any(isinstance(el, cst.StarredElement) for el in value.elements):
+                out.append(Binding(target, value.elements[index].value, how))
+            else:
+                out.append(Binding(target, None, how, unpacked=(value, index)))
+        return out if before is None else []
+
+
+@dataclass
+class Binding:
+    """One binding of a name in a function body."""
+
+    target: cst.BaseExpression
+    value: Optional[cst.BaseExpression]  # the value bound to the name itself; None when not known
+    how: str  # "=", "aug", "for", "with", "walrus"
+    # For `a, b = f(x)`: (the whole value unpacked, the name's index in the target).
+    unpacked: Optional[tuple[Optional[cst.BaseExpression], int]] = None
+
+    @property
+    def assigned(self) -> Optional[cst.BaseExpression]:
+        """The value of a plain `=` binding, else None."""
+        return self.value if self.how == "=" else None
+
 
 @dataclass(eq=False)
 class LoopInfo:
