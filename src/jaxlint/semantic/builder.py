@@ -340,6 +340,10 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             self.walk(node.orelse, scope, loop)
+        elif isinstance(scope, FunctionInfo) and loop is None and isinstance(scope.node, cst.FunctionDef) \
+                and isinstance(scope.node.body, cst.IndentedBlock) \
+                and any(node is stmt for stmt in scope.node.body.body) and _always_exits(node.body):
+            scope.none_exits.extend((self.counter, g[5:]) for g in _none_tests(node.test))
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -369,6 +373,8 @@ class _Builder:
 
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.m.call_order[id(node)] = self.counter
+        if self.guards:
+            self.m.call_guards[id(node)] = self.guards
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
             self.m.applied_parent[id(node.func)] = node
@@ -547,6 +553,18 @@ def _scalar_items(expr: cst.BaseExpression) -> bool:
         if item is None or dotted(item) not in ("str", "int", "float", "bool"):
             return False
     return True
+
+
+def _always_exits(block: cst.BaseSuite) -> bool:
+    """Whether a block ends in `return` or `raise` (the code after its `if` runs only when the test failed)."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        last = block.body[-1] if block.body else None
+    elif isinstance(block, cst.IndentedBlock) and block.body:
+        stmt = block.body[-1]
+        last = stmt.body[-1] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
+    else:
+        last = None
+    return isinstance(last, (cst.Return, cst.Raise))
 
 
 def _none_tests(e: cst.BaseExpression) -> frozenset[str]:

@@ -45,6 +45,7 @@ class ModuleModel:
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
+        self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
         self.summaries_final = False
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()

@@ -85,6 +85,10 @@ class FunctionInfo(Scope):
     declared_static: set[str] = field(default_factory=set)
     # Where a transform is applied to this function: (scope, source-order stamp); -1 for a decorator.
     trace_sites: set[tuple[Scope, int]] = field(default_factory=set)
+    # Where traced code calls this function directly: (calling scope, stamp); (module, -1) when unknown.
+    helper_sites: set[tuple[Scope, int]] = field(default_factory=set)
+    # `if x is None: return …` at the top level of this body: (stamp after the if, x). Past it, x is not None.
+    none_exits: list[tuple[int, str]] = field(default_factory=list)
     # Parameters every traced call site gives a value other than None (None until a site is seen).
     passed: Optional[set[str]] = None
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
