@@ -555,8 +555,10 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
                     traced.add(star.name)
             continue
         if info.star == "**":
-            if is_t:
-                traced.update(p.name for p in callee.params if (p.index is None or p.index >= pos) and p.name not in bound)
+            if is_t:  # a mapping splat fills only parameters no other argument of the call names
+                given = {a.keyword for a in args if a.keyword is not None}
+                traced.update(p.name for p in callee.params if (p.index is None or p.index >= pos)
+                              and p.name not in bound and p.name not in given and p.star != "*")
             continue
         target = None
         if info.keyword is not None:
