@@ -278,6 +278,11 @@ class _Builder:
         first = node.for_in
         self.walk(first.iter, scope, loop)
         inner = LoopInfo(node, loop, scope)
+        # Code inside runs with the comprehension's own variables: the token lets the model shadow
+        # the function's bindings of those names with the comprehension's (see ModuleModel.values).
+        saved = self.guards
+        self.m.comprehensions[id(node)] = node
+        self.guards = saved | {f"comp:{id(node)}"}
         comp: Optional[cst.CompFor] = first
         while comp is not None:
             if comp is not first:
@@ -287,7 +292,7 @@ class _Builder:
             for cond in comp.ifs:
                 self._mark_test(cond.test)
                 if type(cond) in self.m._wanted:
-                    self.m.records.append(Record(cond, scope, inner, frozenset(), self.top))
+                    self.m.records.append(Record(cond, scope, inner, self.guards, self.top))
                 self.walk(cond.test, scope, inner)
             comp = comp.inner_for_in
         if isinstance(node, cst.DictComp):
@@ -295,6 +300,7 @@ class _Builder:
             self.walk(node.value, scope, inner)
         else:
             self.walk(node.elt, scope, inner)
+        self.guards = saved
 
     def on_with(self, node: cst.With, scope: Scope, loop: Optional[LoopInfo]) -> None:
         for item in node.items:

@@ -46,6 +46,7 @@ class ModuleModel:
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
+        self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
@@ -321,6 +322,10 @@ class ModuleModel:
             return None
         values = Values(self, fn)
         values._static_override = set(guards)
+        for g in sorted(g for g in guards if g.startswith("comp:")):
+            node = self.comprehensions.get(int(g[5:]))
+            if node is not None:  # inside a comprehension, its static variables shadow the function's
+                values._static_override |= values.comprehension_static(node)
         values._use_order = next((int(g[1:]) for g in guards if g.startswith("@")), None)
         return values
 

@@ -251,6 +251,15 @@ class Values:
     def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
         """A comprehension's variables belong to it: `[m for m in self.sizes]` is static even when another
         comprehension of the function binds `m` to traced values."""
+        saved = self._static_override
+        try:
+            self._static_override = saved | self.comprehension_static(e)
+            return self.traced(e.value) if isinstance(e, cst.DictComp) else self.traced(e.elt)
+        finally:
+            self._static_override = saved
+
+    def comprehension_static(self, e: cst.BaseComp) -> set[str]:
+        """The variables of a comprehension that iterate over nothing traced."""
         static: set[str] = set()
         saved = self._static_override
         try:
@@ -260,10 +269,9 @@ class Values:
                 if not any(_flatten(self._elements(level.iter))):
                     static |= set(_target_names(level.target))
                 level = level.inner_for_in
-            self._static_override = saved | static
-            return self.traced(e.value) if isinstance(e, cst.DictComp) else self.traced(e.elt)
         finally:
             self._static_override = saved
+        return static
 
     def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a traced expression is evidently an array, not some object that holds tracers."""
