@@ -116,6 +116,34 @@ class ModuleModel:
             s = s.parent
         return None
 
+    def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
+        """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
+        of this module) that returns only shape facts (`return self.params.shape[0]`)."""
+        fn = scope.function_scope()
+        if fn is None or not isinstance(e.value, cst.Name):
+            return False
+        cls: Optional[ClassInfo] = None
+        p = fn.param(e.value.value)
+        if p is not None and fn.is_method and fn.params and p is fn.params[0]:
+            cls = fn.cls
+        elif p is not None and p.annotation is not None:
+            cls = self.root.classes.get(p.annotation)
+        if cls is None:
+            return False
+        prop = cls.defs.get(e.attr.value)
+        if prop is None or not isinstance(prop.node, cst.FunctionDef) or not any(
+                (dotted(d.decorator) or "").split(".")[-1] in ("property", "cached_property") for d in prop.decorators):
+            return False
+        body = prop.node.body
+        stmts = body.body if isinstance(body, cst.IndentedBlock) else []
+        docless = [s for s in stmts if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                             and isinstance(s.body[0], cst.Expr)
+                                             and isinstance(s.body[0].value, cst.SimpleString))]
+        if len(docless) != 1 or not isinstance(docless[0], cst.SimpleStatementLine) \
+                or not isinstance(docless[0].body[0], cst.Return) or docless[0].body[0].value is None:
+            return False
+        return shape_fact(docless[0].body[0].value)
+
     def callee(self, call: cst.Call, scope: Scope) -> Optional[CallableRef]:
         """The function of this module a call runs: its callable resolved, or, for a name bound once
         to a transform of a function (`step = jax.jit(train_step)`), that function."""
@@ -402,3 +430,21 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+def shape_fact(e: cst.BaseExpression) -> bool:
+    """An expression made only of shape facts: `x.shape[0]`, `x.ndim`, `len(x)`, integer literals and
+    arithmetic on them (a Python int whatever `x` holds)."""
+    if isinstance(e, cst.Integer):
+        return True
+    if isinstance(e, cst.Attribute):
+        return e.attr.value in ("shape", "ndim", "size")
+    if isinstance(e, cst.Subscript):
+        return isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape"
+    if isinstance(e, cst.Call):
+        return dotted(e.func) == "len" and len(e.args) == 1
+    if isinstance(e, cst.BinaryOperation):
+        return shape_fact(e.left) and shape_fact(e.right)
+    if isinstance(e, cst.UnaryOperation):
+        return shape_fact(e.expression)
+    return False

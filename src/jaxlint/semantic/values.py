@@ -185,6 +185,8 @@ class Values:
         if isinstance(e, cst.Attribute):
             if e.attr.value in STATIC_ATTRS:
                 return False
+            if self.m.static_property(e, self.fn):
+                return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
             if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
                 return False  # an aux-data field of a registered pytree: a Python value
             if e.attr.value not in ARRAY_ATTRS and self.m.frameworks.instance_class(e.value, self.fn) is not None:
