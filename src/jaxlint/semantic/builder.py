@@ -91,7 +91,7 @@ class _Builder:
             return "ScalarSequence"  # `tuple[str, ...]`: no array inside, static under equinox's filters
         while isinstance(expr, (cst.Subscript, cst.BinaryOperation)):
             if isinstance(expr, cst.BinaryOperation):
-                expr = expr.left
+                expr = expr.right if _is_const(expr.left, "None") else expr.left
             else:
                 head = dotted(expr.value) or ""
                 if head.split(".")[-1] == "Optional" and expr.slice and isinstance(expr.slice[0].slice, cst.Index):
