@@ -4,6 +4,7 @@
 # static, following transforms, control-flow bodies and helper calls to a fixed point. Rules only ask.
 from __future__ import annotations
 
+import copy
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -50,6 +51,7 @@ class ModuleModel:
         self.summaries_final = False
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
+        self._site_returns: dict[tuple[int, frozenset[str]], Optional[list[bool]]] = {}
         self._wanted = wanted
         self._aliasing: set[str] = set()
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
@@ -299,6 +301,61 @@ class ModuleModel:
             self._returns_busy.discard(key)
         if self.summaries_final:
             self._returns[key] = out
+        return out
+
+    def call_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
+        """What a call of a summarised helper returns, given the arguments of this call (a helper called
+        with arrays at one site and with configuration at another returns tracers only at the first).
+        None when the call runs no summarised helper."""
+        helper = self.summarised_callee(call, values.fn)
+        if helper is None:
+            return None
+        ref = self.resolve_callable(call.func, values.fn)
+        assert ref is not None
+        from .traced import _arg_infos, _map_args
+
+        params, _trees = _map_args(helper, ref.offset, _arg_infos(call, values.fn, values), ref.bound_names)
+        return self.returns_given(helper, params)
+
+    def returns_given(self, helper: "FunctionInfo", params: set[str]) -> Optional[list[bool]]:
+        """What a traced function returns when only `params` receive tracers: one flag per element when
+        every `return` gives a tuple of the same length, else a single flag (None while recursing)."""
+        node = helper.node
+        if isinstance(node, cst.Lambda):
+            exprs: list[cst.BaseExpression] = [node.body]
+        elif isinstance(node, cst.FunctionDef):
+            exprs = [r.value for r in _returns(node.body) if r.value is not None]
+        else:
+            return None
+        params = params & helper.traced_params
+        if helper.target is not None and helper.target.transform != "helper":
+            params = set(helper.traced_params)  # traced by a transform of its own: its parameters are traced
+        key = (id(helper), frozenset(params))
+        if key in self._site_returns:
+            return self._site_returns[key]
+        if id(helper) in self._returns_busy:
+            return None
+        self._returns_busy.add(id(helper))
+        try:
+            site = copy.copy(helper)  # the same function, with only these traced parameters
+            site.traced_params = params
+            site.pytree_params = helper.pytree_params & params
+            Values(self, site).solve()
+            inner = Values(self, site)
+            tuples = [x for x in exprs if isinstance(x, cst.Tuple)
+                      and not any(isinstance(el, cst.StarredElement) for el in x.elements)]
+            if exprs and len(tuples) == len(exprs) and len({len(x.elements) for x in tuples}) == 1:
+                flags = [False] * len(tuples[0].elements)
+                for x in tuples:
+                    for i, el in enumerate(x.elements):
+                        flags[i] = flags[i] or inner.traced(el.value)
+                out: Optional[list[bool]] = flags
+            else:
+                out = [any(inner.traced(x) for x in exprs)]
+        finally:
+            self._returns_busy.discard(id(helper))
+        if self.summaries_final:
+            self._site_returns[key] = out
         return out
 
     def summarised_callee(self, call: cst.Call, fn: "FunctionInfo") -> Optional["FunctionInfo"]:

@@ -107,6 +107,10 @@ class Values:
     def _unpack(self, value: cst.BaseExpression) -> Union[bool, list]:
         if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
             return [self._unpack(e.value) for e in value.elements]
+        if isinstance(value, cst.Call):
+            returned = self.m.call_returns(value, self)
+            if returned is not None:  # `idx, n, is_local = helper(x)`: element by element
+                return list(returned) if len(returned) > 1 else returned[0]
         return self.traced(value)
 
     def _elements(self, it: cst.BaseExpression) -> Union[bool, list]:
@@ -383,9 +387,9 @@ class Values:
             return False
         if isinstance(e.func, cst.Attribute) and self.traced(e.func.value):
             return False  # x.any(), x.all()
-        callee = self.m.summarised_callee(e, self.fn)
-        if callee is not None:
-            return not self.m.returns_traced(callee)  # `if converged(h, tol):` returns a traced comparison
+        returned = self.m.call_returns(e, self)
+        if returned is not None:
+            return not any(returned)  # `if converged(h, tol):` returns a traced comparison
         return True
 
     def _compare_traced(self, e: cst.Comparison) -> bool:
@@ -416,9 +420,9 @@ class Values:
                     return False
                 return self.is_pytree(obj) and self.traced(obj)
         func = e.func
-        helper = self.m.summarised_callee(e, self.fn)
-        if helper is not None:
-            return self.m.returns_traced(helper)  # the helper's summary, not a guess from names or arguments
+        returned = self.m.call_returns(e, self)
+        if returned is not None:
+            return any(returned)  # the helper's summary for these arguments, not a guess from names
         callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
             return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
@@ -427,12 +431,12 @@ class Values:
                 return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
-        if qual in TREE_MAPS and e.args:
+        if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
             ref = self.m.resolve_callable(e.args[0].value, self.fn)
             if ref is not None and ref.fn.traced:
-                return self.m.returns_traced(ref.fn)  # the tree holds what the callback returns
-        if qual == "builtins.map" and len(e.args) > 1:
-            ref = self.m.resolve_callable(e.args[0].value, self.fn)
-            if ref is not None and ref.fn.traced:
-                return self.m.returns_traced(ref.fn)
+                # the result holds what the callback returns given these trees' leaves (or elements)
+                given = [p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
+                trees = [a.value for a in e.args[1:] if a.keyword is None and not a.star]
+                returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, trees) if self.traced(t)})
+                return any(returned) if returned is not None else any(self.traced(t) for t in trees)
         return any(self.traced(a.value) for a in e.args)
