@@ -379,6 +379,8 @@ class _Builder:
 
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.m.call_order[id(node)] = self.counter
+        if loop is not None:
+            self.m.calls_in_loops.add(id(node))
         if self.guards:
             self.m.call_guards[id(node)] = self.guards
         if isinstance(node.func, cst.Call):

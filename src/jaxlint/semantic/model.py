@@ -47,6 +47,7 @@ class ModuleModel:
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
+        self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
         self._returns: dict[int, bool] = {}

@@ -81,12 +81,16 @@ class Values:
                     containers.add(it.value)
         fn.container_names = containers
         fn.dict_names = dicts
+        straight = _straight_line_events(fn)
         for _ in range(20):
             before = len(names)
             before_trees = len(trees)
-            for target, value, how in fn.events:
+            for (target, value, how), at in zip(fn.events, straight):
                 if value is None:
                     continue
+                # a value bound in straight-line code sees a parameter as passed when the parameter is
+                # rebound only further down (`shards = f(indices); ...; indices = jnp.array(indices)`)
+                self._use_order = at
                 if how in ("=", "for") and self.is_pytree(value):
                     for n in _target_names(target):
                         trees.add(n)
@@ -101,6 +105,7 @@ class Values:
                     if isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
                         containers.add(target.value)
                     self._bind(target, self._unpack(value), names)
+            self._use_order = None
             if len(names) == before and len(trees) == before_trees:
                 break
 
@@ -440,3 +445,17 @@ class Values:
                 returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, trees) if self.traced(t)})
                 return any(returned) if returned is not None else any(self.traced(t) for t in trees)
         return any(self.traced(a.value) for a in e.args)
+
+
+def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
+    """For each binding event of `fn`: its source-order stamp when it runs in straight-line code (no
+    loop around it in the body), else None."""
+    out: list[Optional[int]] = []
+    for (target, _value, _how), at in zip(fn.events, fn.event_orders):
+        in_loop = False
+        for name in _target_names(target):
+            for order, loop in zip(fn.bind_order.get(name, []), fn.bind_loops.get(name, [])):
+                if order == at and loop is not None:
+                    in_loop = True
+        out.append(None if in_loop or not _target_names(target) else at)
+    return out
