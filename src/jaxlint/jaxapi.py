@@ -171,7 +171,8 @@ STATIC_CALLS = frozenset(
 
 # Attributes of an array that are static under tracing.
 STATIC_ATTRS = frozenset(
-    {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__"}
+    {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__",
+     "sizes"}  # `sizes`: the dimension lengths of an xarray object holding arrays
 )
 
 # Attributes of an array that are arrays again (any other attribute of a traced object that is not a
