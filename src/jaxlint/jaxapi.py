@@ -115,6 +115,10 @@ STAGING_MODULES = (
     "jax.ops.",
 )
 
+# Calls that read a model's parameters or state inside a transformed haiku function: under a traced
+# `apply`, what they return is traced like the parameters passed to it.
+PARAMETER_GETTERS = frozenset({"haiku.get_parameter", "haiku.get_state"})
+
 # Calls whose result is a Python value known at trace time, whatever their arguments.
 STATIC_CALLS = frozenset(
     {

@@ -11,6 +11,7 @@ from ..jaxapi import (
     ARRAY_ATTRS,
     CONTAINER_ANNOTATIONS,
     LIST_RETURNING,
+    PARAMETER_GETTERS,
     STAGING_MODULES,
     STATIC_ATTRS,
     STATIC_CALLS,
@@ -417,7 +418,7 @@ class Values:
                 return False  # conversion to NumPy fails on a tracer, or the call is static
             if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
                 return False  # psum of a Python constant is the axis size times it, a Python number
-            if qual.startswith(STAGING_MODULES):
+            if qual.startswith(STAGING_MODULES) or qual in PARAMETER_GETTERS:
                 return True
             if qual == "builtins.getattr" and len(e.args) >= 2:
                 obj, attr = e.args[0].value, e.args[1].value
