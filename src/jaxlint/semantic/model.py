@@ -53,6 +53,7 @@ class ModuleModel:
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
         self._site_returns: dict[tuple[int, frozenset[str]], Optional[list[bool]]] = {}
+        self._calls_busy: set[int] = set()
         self._wanted = wanted
         self._aliasing: set[str] = set()
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
@@ -309,13 +310,19 @@ class ModuleModel:
         with arrays at one site and with configuration at another returns tracers only at the first).
         None when the call runs no summarised helper."""
         helper = self.summarised_callee(call, values.fn)
-        if helper is None:
-            return None
+        if helper is None or id(call) in self._calls_busy:
+            return None  # (`x = step(x)`: asking about x asks about this call again)
         ref = self.resolve_callable(call.func, values.fn)
         assert ref is not None
-        from .traced import _arg_infos, _map_args
+        from .traced import ArgInfo, _map_args
 
-        params, _trees = _map_args(helper, ref.offset, _arg_infos(call, values.fn, values), ref.bound_names)
+        self._calls_busy.add(id(call))
+        try:
+            args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
+                    for a in call.args]
+        finally:
+            self._calls_busy.discard(id(call))
+        params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
         return self.returns_given(helper, params)
 
     def returns_given(self, helper: "FunctionInfo", params: set[str]) -> Optional[list[bool]]:
