@@ -515,12 +515,18 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
            or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
            for b in cls.bases):
         cls.pytree = True
-    for b in cls.bases:  # a subclass of a registered pytree class of this module is one too
+    for b in cls.bases:  # a subclass of a registered pytree class (of this module or the project) is one too
         base = model.root.classes.get(b)
         if base is not None and base is not cls and base.pytree:
             cls.pytree = True
             cls.fields |= base.fields
             cls.static_fields |= base.static_fields
+        elif base is None and model.project is not None:
+            facts = model.project.lookup(b)
+            if facts is not None and facts.pytree:
+                cls.pytree = True
+                cls.fields |= facts.fields
+                cls.static_fields |= facts.static_fields
     flatten = cls.defs.get("tree_flatten")
     if flatten is not None:
         cls.static_fields |= _flatten_aux(flatten)

@@ -18,7 +18,7 @@ from ..jaxapi import (
 from ..syntax import _returns, dotted, iter_children
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options
 from .frameworks import Frameworks
-from .scopes import CallableRef, ClassInfo, FunctionInfo, LoopInfo, Record, Scope
+from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
 from .traced import _Tracer, ExternalCall, _dead, _pallas_refs
 from .values import Values
 
@@ -28,9 +28,11 @@ class ModuleModel:
 
     def __init__(self, module: cst.Module, path: str = "<string>", wanted: frozenset[type] = frozenset(),
                  extra_transforms: Optional[dict[str, Transform]] = None,
-                 external: Optional[list["ExternalCall"]] = None) -> None:
+                 external: Optional[list["ExternalCall"]] = None,
+                 project: Optional[ProjectClasses] = None) -> None:
         self.module = module
         self.path = path
+        self.project = project
         self.transforms = dict(TRANSFORMS)
         if extra_transforms:
             self.transforms.update(extra_transforms)
@@ -241,7 +243,19 @@ class ModuleModel:
         for c in self._all_classes():
             names |= c.static_fields
             data |= c.fields - c.static_fields
+        if self.project is not None:
+            names |= self.project.static_names
         self.static_field_names = frozenset(names - data)
+
+    def class_facts(self) -> dict[str, ClassFacts]:
+        """This module's module-level classes as the project's other files see them."""
+        return {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields))
+                for name, c in self.root.classes.items()}
+
+    def foreign_bases(self) -> set[str]:
+        """The qualified names of base classes imported from elsewhere (as this module resolves them)."""
+        return {b for c in self._all_classes() for b in c.bases
+                if "." in b and b.split(".", 1)[0] not in ("builtins", "typing", "abc", "enum", "dataclasses")}
 
     def _all_classes(self) -> Iterator[ClassInfo]:
         stack: list[Scope] = [self.root]

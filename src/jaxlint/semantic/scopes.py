@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -50,6 +50,25 @@ class Scope:
         while s is not None and not isinstance(s, FunctionInfo):
             s = s.parent
         return s
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """What a file says about one of its module-level classes, for the other files of the project."""
+
+    pytree: bool
+    fields: frozenset[str] = frozenset()
+    static_fields: frozenset[str] = frozenset()
+
+
+@dataclass
+class ProjectClasses:
+    """Classes of the project's other files: a subclass of a pytree class defined elsewhere is a pytree,
+    and an attribute named like a static field of some project pytree reads a Python value when the
+    object's class is not known here."""
+
+    lookup: "Callable[[str], Optional[ClassFacts]]"  # a qualified name as this module resolves it
+    static_names: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False)
