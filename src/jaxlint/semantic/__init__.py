@@ -5,6 +5,6 @@ from .traced import ArgInfo, ExternalCall, static_param_names
 from .values import Values
 
 __all__ = [
-    "ArgInfo", "CallableRef", "ClassInfo", "ExternalCall", "FunctionInfo", "LoopInfo", "ModuleModel", "Param",
-    "Record", "Scope", "Values", "static_param_names",
+    "ArgInfo", "CallableRef", "ClassFacts", "ClassInfo", "ExternalCall", "FunctionInfo", "LoopInfo", "ModuleModel", "Param",
+    "ProjectClasses", "Record", "Scope", "Values", "static_param_names",
 ]
