@@ -551,7 +551,21 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
             subject = subject.value
         if isinstance(subject, cst.Name) and all(dotted(n) in _NUMPY_ARRAY_TYPES for n in names):
             return frozenset({subject.value})
+    tested = tracer_test(e.expression) if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) else None
+    if tested is not None:
+        return frozenset({tested})  # `not isinstance(n, jax.core.Tracer)`: n is a concrete value
     return frozenset()
+
+
+def tracer_test(e: cst.BaseExpression) -> Optional[str]:
+    """`isinstance(n, jax.core.Tracer)` (any class named `...Tracer`): the name tested, else None."""
+    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
+            and isinstance(e.args[0].value, cst.Name):
+        kinds = e.args[1].value
+        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if names and all((dotted(n) or "").split(".")[-1] == "Tracer" for n in names):
+            return e.args[0].value.value
+    return None
 
 
 def _scalar_items(expr: cst.BaseExpression) -> bool:

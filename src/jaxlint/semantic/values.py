@@ -17,8 +17,8 @@ from ..jaxapi import (
     STATIC_CALLS,
     TREE_MAPS,
 )
-from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
-from .builder import _scalar_guard_names
+from ..syntax import _returns, container_path, _flatten, _is_literal, _target_names, dotted
+from .builder import _scalar_guard_names, tracer_test
 from .scopes import FunctionInfo
 
 if TYPE_CHECKING:
@@ -168,7 +168,20 @@ class Values:
     # ---- the question -----------------------------------------------------------------------
 
     def _scalar_guards(self, e: cst.BaseExpression) -> set[str]:
-        return set(_scalar_guard_names(e))
+        """Names a true `e` proves concrete: the syntactic guards, and `not is_tracer(x)` through a module
+        function that only returns `isinstance(arg, jax.core.Tracer)`."""
+        names = set(_scalar_guard_names(e))
+        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+            return names | self._scalar_guards(e.left) | self._scalar_guards(e.right)
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) and isinstance(e.expression, cst.Call):
+            call = e.expression
+            ref = self.m.resolve_callable(call.func, self.fn)
+            if ref is not None and isinstance(ref.fn.node, cst.FunctionDef) and len(call.args) == 1 \
+                    and isinstance(call.args[0].value, cst.Name) and ref.fn.params:
+                returns = [r.value for r in _returns(ref.fn.node.body)]
+                if len(returns) == 1 and returns[0] is not None and tracer_test(returns[0]) == ref.fn.params[0].name:
+                    names.add(call.args[0].value.value)
+        return names
 
     def name_traced(self, name: str) -> bool:
         if name in self._static_override or _SHAPE_NAME.search(name):
