@@ -17,7 +17,8 @@ import libcst as cst
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
-from .semantic import ExternalCall, ModuleModel
+from .project import absolute
+from .semantic import ExternalCall, ModuleModel, ProjectClasses
 from .positions import node_spans
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
@@ -167,7 +168,8 @@ def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None
 
 
 def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, trace_decorators: Iterable[str] = (),
-            external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+            external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None
+            ) -> tuple[list[Finding], list[ExternalCall]]:
     """Findings for one file, and the calls its traced code makes into other modules."""
     # The tree and the model of one file are hundreds of thousands of objects that all live until
     # the file is done: the cyclic collector, run as they are allocated, would only traverse them
@@ -177,14 +179,15 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
     if paused:
         gc.disable()
     try:
-        return _analyse(source, path, codes, trace_decorators, external)
+        return _analyse(source, path, codes, trace_decorators, external, project)
     finally:
         if paused:
             gc.enable()
 
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
-             external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
+             external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None
+             ) -> tuple[list[Finding], list[ExternalCall]]:
     codes = set(ALL_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
     try:
@@ -197,7 +200,7 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
     except RecursionError:
         return _only_if(codes, _syntax_finding(
             path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")), []
-    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external)
+    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external, project)
 
 
 def _only_if(codes: set[str], finding: Finding) -> list[Finding]:
@@ -278,7 +281,8 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
 
 def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                  extra_transforms: Optional[dict[str, Transform]] = None,
-                 external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+                 external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None
+                 ) -> tuple[list[Finding], list[ExternalCall]]:
     rules = [r() for r in _rules_for(codes)]
     if not rules:
         return [], []
@@ -286,7 +290,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     for rule in rules:
         for tp, meth in rule.visitors().items():
             dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
-    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external)
+    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external, project)
     calls = [dataclasses.replace(c, origin=path) for c in model.external_calls.values()]
     from .rules.base import Where  # local: keeps the import graph of this module small
 
@@ -513,22 +517,14 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
-def _absolute(qualname: str, caller_module: str, caller_is_package: bool) -> str:
-    if not qualname.startswith("."):
-        return qualname
-    dots = len(qualname) - len(qualname.lstrip("."))
-    base = caller_module.split(".") if caller_is_package else caller_module.split(".")[:-1]
-    base = base[: len(base) - (dots - 1)] if dots > 1 else base
-    rest = qualname[dots:]
-    return ".".join(base + [rest]) if base else rest
-
-
 def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
                         settings: Settings, errors: list[str], rounds: int = 6,
-                        workers: Optional[_Workers] = None) -> None:
-    """Re-analyse modules whose functions are called from traced code in other files of the project."""
+                        workers: Optional[_Workers] = None,
+                        seeds: Optional[dict[str, dict[tuple, ExternalCall]]] = None) -> None:
+    """Re-analyse modules whose functions are called from traced code in other files of the project
+    (`seeds`, when given, receives the calls each module was re-analysed with)."""
     by_module = {module_name(p): p for p in files}
-    seeds: dict[str, dict[tuple, ExternalCall]] = {}
+    seeds = {} if seeds is None else seeds
     pending = list(files)
     for _ in range(rounds):
         touched: set[str] = set()
@@ -536,7 +532,7 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
             caller_mod = module_name(path)
             is_pkg = os.path.basename(path) == "__init__.py"
             for call in results[path][1]:
-                full = _absolute(call.qualname, caller_mod, is_pkg)
+                full = absolute(call.qualname, caller_mod, is_pkg)
                 mod, _, func = full.rpartition(".")
                 if mod not in by_module and "." in mod:  # `pkg.models.CNN.__call__`: a method of a class
                     mod, _, cls = mod.rpartition(".")
@@ -564,13 +560,42 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
         pending = sorted(touched)
 
 
+def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
+                         settings: Settings, seeds: dict[str, dict[tuple, ExternalCall]]) -> None:
+    """Analyse again, knowing the classes they import from the project, the files whose findings
+    depend on it (few: most files have no findings)."""
+    from .project import ProjectIndex, needs_project
+
+    index: Optional[ProjectIndex] = None
+    for path in files:
+        found, calls = results[path]
+        if not path.endswith(".py") or not needs_project(found):
+            continue
+        data, _err = _read(path)
+        if data is None:
+            continue
+        index = index or ProjectIndex(files, module_name)
+        project = index.for_file(path, data)
+        if project is None:
+            continue
+        external = list(seeds.get(path, {}).values()) or None
+        try:
+            refined, _calls = with_deep_stack(lambda: analyse(data, path, codes_for(path, settings),
+                                                              settings.trace_decorators, external, project))
+        except RecursionError:
+            continue
+        results[path] = (refined, calls)
+
+
 def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
     files = discover(settings.paths, settings.exclude, settings.force_exclude)
     with _Workers(settings) as workers:
         results, errors = analyse_files(files, settings, workers)
-        follow_across_files(files, results, settings, errors, workers=workers)
+        seeds: dict[str, dict[tuple, ExternalCall]] = {}
+        follow_across_files(files, results, settings, errors, workers=workers, seeds=seeds)
+    with_project_classes(files, results, settings, seeds)
     findings = [f for path in files for f in results[path][0]]
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
