@@ -174,10 +174,10 @@ class _Builder:
         for alias in node.names:
             full = _module_name(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                scope.imports[alias.asname.name.value] = full
+                _note_import(scope, alias.asname.name.value, full)
             else:
                 head = full.split(".")[0]
-                scope.imports[head] = head
+                _note_import(scope, head, head)
 
     def on_importfrom(self, node: cst.ImportFrom, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if isinstance(node.names, cst.ImportStar):
@@ -187,7 +187,7 @@ class _Builder:
         for alias in node.names:
             name = _module_name(alias.name)
             local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
-            scope.imports[local] = f"{prefix}.{name}" if prefix and not prefix.endswith(".") else f"{prefix}{name}"
+            _note_import(scope, local, f"{prefix}.{name}" if prefix and not prefix.endswith(".") else f"{prefix}{name}")
 
     # ---- bindings ---------------------------------------------------------------------------
 
@@ -581,6 +581,12 @@ def _scalar_items(expr: cst.BaseExpression) -> bool:
         if item is None or dotted(item) not in ("str", "int", "float", "bool"):
             return False
     return True
+
+
+def _note_import(scope: Scope, local: str, qual: str) -> None:
+    if scope.imports.get(local, qual) != qual:
+        scope.ambiguous_imports.add(local)
+    scope.imports[local] = qual
 
 
 def _always_exits(block: cst.BaseSuite) -> bool:

@@ -93,7 +93,7 @@ class ModuleModel:
                 s = self.root
                 continue
             if head in s.imports and head not in s.defs and head not in s.classes:
-                return s.imports[head]
+                return None if head in s.ambiguous_imports else s.imports[head]
             if s.binds(head) or (isinstance(s, FunctionInfo) and s.param(head) is not None):
                 if s is self.root and head in s.assigned and len(s.assigned[head]) == 1:
                     value = s.assigned[head][0]

@@ -31,6 +31,9 @@ class Scope:
     parent: Optional["Scope"]
     node: Optional[cst.CSTNode] = None
     imports: dict[str, str] = field(default_factory=dict)
+    # names imported as different modules in this scope (`import jax.numpy as np` … `import numpy as np`):
+    # which one a use sees depends on when it runs, so they resolve to nothing certain
+    ambiguous_imports: set[str] = field(default_factory=set)
     defs: dict[str, "FunctionInfo"] = field(default_factory=dict)
     classes: dict[str, "ClassInfo"] = field(default_factory=dict)
     # name -> value expressions assigned to it (None where the value is not a plain expression)
