@@ -97,6 +97,10 @@ class _Tracer:
                     if got[0].statics == "custom":
                         fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
         for fn, (t, opts) in decorated:
+            if t.statics == "custom" and len(fn.decorators) == 1:
+                # `@jax.custom_vjp` alone traces nothing: called plainly, or under `grad` (whose rule
+                # gets the primal values), the body sees concrete arrays; traced callers make it traced.
+                continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
         self.seed_calls()
@@ -384,6 +388,8 @@ class _Tracer:
                 continue
             if ref.fn is fn:
                 continue
+            if not fn.abstract and self._custom_derivative(ref.fn):
+                continue  # under grad alone a custom_vjp/custom_jvp function's rule gets the concrete primals
             ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
             _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
                          else {p.name for p in ref.fn.params if not p.has_default})
@@ -395,6 +401,14 @@ class _Tracer:
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
             self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+
+    def _custom_derivative(self, fn: FunctionInfo) -> bool:
+        """Whether `fn` is decorated with `jax.custom_vjp`/`jax.custom_jvp`."""
+        for d in fn.decorators:
+            got = self.m.transform_of(d.decorator, fn.parent or self.m.root)
+            if got is not None and got[0].statics == "custom":
+                return True
+        return False
 
     def seed_external(self, calls: list["ExternalCall"], origin: str) -> None:
         """Calls into this module from traced code in other files of the project."""
