@@ -18,7 +18,8 @@ import libcst as cst
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
-from .semantic import ExternalCall, ModuleModel
+from .project import absolute
+from .semantic import ExternalCall, ModuleModel, ProjectClasses
 from .positions import node_spans
 from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from .rules.base import Rule
@@ -240,7 +241,8 @@ def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None
 
 
 def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, trace_decorators: Iterable[str] = (),
-            external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+            external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None
+            ) -> tuple[list[Finding], list[ExternalCall]]:
     """Findings for one file, and the calls its traced code makes into other modules."""
     # The tree and the model of one file are hundreds of thousands of objects that all live until
     # the file is done: the cyclic collector, run as they are allocated, would only traverse them
@@ -251,15 +253,16 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
         gc.disable()
     try:
         if is_notebook(path):
-            return _analyse_notebook(source, path, codes, trace_decorators, external)
-        return _analyse(source, path, codes, trace_decorators, external)
+            return _analyse_notebook(source, path, codes, trace_decorators, external, project)
+        return _analyse(source, path, codes, trace_decorators, external, project)
     finally:
         if paused:
             gc.enable()
 
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
-             external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
+             external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None
+             ) -> tuple[list[Finding], list[ExternalCall]]:
     codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
     if skips_file(raw):
@@ -274,11 +277,12 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
     except RecursionError:
         return _only_if(codes, _syntax_finding(
             path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")), []
-    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external)
+    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external, project)
 
 
 def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
-                      external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
+                      external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None
+                      ) -> tuple[list[Finding], list[ExternalCall]]:
     """A notebook's code cells analysed as one module; positions in (cell, line within the cell)."""
     codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
@@ -294,11 +298,11 @@ def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]],
     # libcst is asked beforehand.
     unsupported = UNSUPPORTED_SYNTAX[0]
     unreadable = set_aside_unreadable(nb) if unsupported not in codes else []
-    found, calls = _analyse(nb.text, path, codes, trace_decorators, external) if nb.cells else ([], [])
+    found, calls = _analyse(nb.text, path, codes, trace_decorators, external, project) if nb.cells else ([], [])
     if any(f.code == unsupported for f in found):
         unreadable = set_aside_unreadable(nb)
         if unreadable:
-            found, calls = _analyse(nb.text, path, codes, trace_decorators, external)
+            found, calls = _analyse(nb.text, path, codes, trace_decorators, external, project)
     broken += [_unsupported_cell(path, e) for e in unreadable]
     found = to_cells(nb, found) + [f for f in broken if f.code in codes]
     found.sort(key=Finding.sort_key)
@@ -326,7 +330,15 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
         except Exception:
             return [], None
         codes = codes_for(path, settings) - {UnusedSuppression.code}
-        found, _ = check_module(module, data, path, codes, _extra_transforms(settings.trace_decorators))
+        transforms = _extra_transforms(settings.trace_decorators)
+        found, _ = check_module(module, data, path, codes, transforms)
+        if path.endswith(".py"):
+            from .project import ProjectIndex, needs_project
+
+            # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
+            project = ProjectIndex([path], module_name).for_file(path, data) if needs_project(found) else None
+            if project is not None:
+                found, _ = check_module(module, data, path, codes, transforms, project=project)
         return found, module
 
     return lint
@@ -460,7 +472,8 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
 
 def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                  extra_transforms: Optional[dict[str, Transform]] = None,
-                 external: Optional[list[ExternalCall]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+                 external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None
+                 ) -> tuple[list[Finding], list[ExternalCall]]:
     rules = [r() for r in _rules_for(codes)]
     if not rules:
         return [], []
@@ -468,7 +481,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     for rule in rules:
         for tp, meth in rule.visitors().items():
             dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
-    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external)
+    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external, project)
     calls = [dataclasses.replace(c, origin=path) for c in model.external_calls.values()]
     from .rules.base import Where  # local: keeps the import graph of this module small
 
@@ -747,22 +760,14 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
-def _absolute(qualname: str, caller_module: str, caller_is_package: bool) -> str:
-    if not qualname.startswith("."):
-        return qualname
-    dots = len(qualname) - len(qualname.lstrip("."))
-    base = caller_module.split(".") if caller_is_package else caller_module.split(".")[:-1]
-    base = base[: len(base) - (dots - 1)] if dots > 1 else base
-    rest = qualname[dots:]
-    return ".".join(base + [rest]) if base else rest
-
-
 def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
                         settings: Settings, errors: list[str], rounds: int = 6,
-                        workers: Optional[_Workers] = None) -> None:
-    """Re-analyse modules whose functions are called from traced code in other files of the project."""
+                        workers: Optional[_Workers] = None,
+                        seeds: Optional[dict[str, dict[tuple, ExternalCall]]] = None) -> None:
+    """Re-analyse modules whose functions are called from traced code in other files of the project
+    (`seeds`, when given, receives the calls each module was re-analysed with)."""
     by_module = {module_name(p): p for p in files if not is_notebook(p)}  # a notebook is never imported
-    seeds: dict[str, dict[tuple, ExternalCall]] = {}
+    seeds = {} if seeds is None else seeds
     pending = list(files)
     for _ in range(rounds):
         touched: set[str] = set()
@@ -770,7 +775,7 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
             caller_mod = module_name(path)
             is_pkg = os.path.basename(path) == "__init__.py"
             for call in results[path][1]:
-                full = _absolute(call.qualname, caller_mod, is_pkg)
+                full = absolute(call.qualname, caller_mod, is_pkg)
                 mod, _, func = full.rpartition(".")
                 if mod not in by_module and "." in mod:  # `pkg.models.CNN.__call__`: a method of a class
                     mod, _, cls = mod.rpartition(".")
@@ -857,6 +862,36 @@ def importers(files: list[str], settings: Settings, rounds: int = 1) -> list[str
     return found
 
 
+def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
+                         settings: Settings, seeds: dict[str, dict[tuple, ExternalCall]],
+                         project_files: Optional[list[str]] = None) -> None:
+    """Analyse again, knowing the classes they import from the project, the files whose findings
+    depend on it (few: most files have no findings). `project_files` (default: `files`) are the
+    modules whose classes count. Notebooks are left as they are: nothing imports them, and their
+    cells rarely import the project's pytree classes by relative names."""
+    from .project import ProjectIndex, needs_project
+
+    index: Optional[ProjectIndex] = None
+    for path in files:
+        found, calls = results[path]
+        if not path.endswith(".py") or not needs_project(found):
+            continue
+        data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
+        if data is None:
+            continue
+        index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
+        project = index.for_file(path, data)
+        if project is None:
+            continue
+        external = list(seeds.get(path, {}).values()) or None
+        try:
+            refined, _calls = with_deep_stack(lambda: analyse(data, path, codes_for(path, settings),
+                                                              settings.trace_decorators, external, project))
+        except RecursionError:
+            continue
+        results[path] = (refined, calls)
+
+
 def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
@@ -873,7 +908,11 @@ def run(settings: Settings) -> Result:
         context += [p for p in importers(files, settings) if os.path.realpath(p) not in known]
     with _Workers(settings) as workers:
         results, errors = analyse_files(files + context, settings, workers)
-        follow_across_files(files + context, results, settings, errors, workers=workers)
+        seeds: dict[str, dict[tuple, ExternalCall]] = {}
+        follow_across_files(files + context, results, settings, errors, workers=workers, seeds=seeds)
+    # Only the reported files are analysed again; the context files (a buffer's package, importers)
+    # serve as the project whose classes they see.
+    with_project_classes(files, results, settings, seeds, project_files=files + context)
     findings = [f for path in files for f in results[path][0]]
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it

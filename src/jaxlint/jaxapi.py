@@ -115,6 +115,10 @@ STAGING_MODULES = (
     "jax.ops.",
 )
 
+# Calls that read a model's parameters or state inside a transformed haiku function: under a traced
+# `apply`, what they return is traced like the parameters passed to it.
+PARAMETER_GETTERS = frozenset({"haiku.get_parameter", "haiku.get_state"})
+
 # Calls whose result is a Python value known at trace time, whatever their arguments.
 STATIC_CALLS = frozenset(
     {
@@ -171,7 +175,8 @@ STATIC_CALLS = frozenset(
 
 # Attributes of an array that are static under tracing.
 STATIC_ATTRS = frozenset(
-    {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__"}
+    {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__",
+     "sizes"}  # `sizes`: the dimension lengths of an xarray object holding arrays
 )
 
 # Attributes of an array that are arrays again (any other attribute of a traced object that is not a

@@ -26,14 +26,15 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
-from .api import Settings, _excluded, _extra_transforms, analyse, check_module, codes_for, with_deep_stack
+from .api import Settings, _excluded, _extra_transforms, analyse, check_module, codes_for, module_name, with_deep_stack
+from .project import ProjectIndex, needs_project
 from .suppress import skips_file
 from .config import Config, ConfigError, find_pyproject, load
 from .findings import Finding, Verification
 from .notebook import is_notebook
 from .report import help_url
 from .rules import BY_CODE, SYNTAX_ERROR
-from .semantic import ExternalCall
+from .semantic import ExternalCall, ProjectClasses
 
 DEBOUNCE_SECONDS = 0.3  # typing pauses shorter than this do not start an analysis
 # Cross-file following reads the whole project; beyond this many files it is left to the command line.
@@ -83,6 +84,18 @@ def warm_job() -> None:
     the first buffer opens."""
 
 
+def _project_classes(path: str, data: bytes, found: list[Finding]) -> Optional[ProjectClasses]:
+    """What the command line's second pass (api.with_project_classes) knows about the buffer: the
+    pytree classes and static fields of the project modules it imports, read from their saved files.
+    None when the findings cannot depend on them or the buffer imports none."""
+    if not (path.endswith(".py") and os.path.isabs(path) and needs_project(found)):
+        return None
+    try:
+        return ProjectIndex([path], module_name).for_file(path, data)
+    except Exception:  # noqa: BLE001 - the classes refine findings; never let them stop the lint
+        return None
+
+
 def lint_job(text: str, path: str, settings: Settings, external: Optional[list[ExternalCall]] = None
              ) -> tuple[list[Finding], Optional[str]]:
     """Static findings for a buffer (edits dropped: they hold tree nodes), and an internal error if any.
@@ -91,6 +104,9 @@ def lint_job(text: str, path: str, settings: Settings, external: Optional[list[E
 
     def work() -> list[Finding]:
         found, _ = analyse(data, path, settings.codes, settings.trace_decorators, external)
+        project = _project_classes(path, data, found)
+        if project is not None:
+            found, _ = analyse(data, path, settings.codes, settings.trace_decorators, external, project)
         for f in found:
             f.edit = None
         return found
@@ -137,6 +153,7 @@ def actions_job(text: str, path: str, settings: Settings, first_line: int, last_
 
     data, enc = _to_bytes(text)
     transforms = _extra_transforms(settings.trace_decorators)
+    project: Optional[ProjectClasses] = None  # set once the buffer's findings ask for it
 
     def lint(source: bytes, name: str) -> tuple[list[Finding], Optional[cst.Module]]:
         # api.lint_for_fix, plus the calls from other files: findings whose edits refer to the tree
@@ -146,10 +163,14 @@ def actions_job(text: str, path: str, settings: Settings, first_line: int, last_
             module = cst.parse_module(source)
         except Exception:
             return [], None
-        return check_module(module, source, name, settings.codes, transforms, external)[0], module
+        return check_module(module, source, name, settings.codes, transforms, external, project)[0], module
 
     def work() -> list[Action]:
+        nonlocal project
         found, module = lint(data, path)
+        project = _project_classes(path, data, found)
+        if project is not None:  # the findings the diagnostics show (lint_job), edits on the same tree
+            found, module = lint(data, path)
         out: list[Action] = []
         for f in found:
             if f.line > last_line or f.end_line < first_line:
@@ -195,7 +216,9 @@ class _SeedRecorder:
 
 def project_seeds_job(root: str, settings: Settings) -> tuple[dict[str, list[ExternalCall]], Optional[str]]:
     """The command line's cross-file following over the saved files of the project at `root`: for each
-    file (by real path), the calls into it from traced code in other files."""
+    file (by real path), the calls into it from traced code in other files. Only these seeds leave the
+    job (its findings are dropped), so api.with_project_classes has nothing to refine here: a buffer's
+    own lint applies the project's classes itself (_project_classes)."""
     from .api import _Workers, analyse_files, discover, follow_across_files
 
     try:

@@ -106,8 +106,11 @@ def annotation_name(ann: Optional[cst.Annotation]) -> Optional[str]:
             if isinstance(inner, cst.Index):
                 return annotation_name(cst.Annotation(inner.value))
         expr = expr.value
-    if isinstance(expr, cst.BinaryOperation):  # X | None
-        return annotation_name(cst.Annotation(expr.left))
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitOr):
+        # `X | None` is X; a union of different kinds (`Array | list[Array]`) says nothing certain
+        heads = {annotation_name(cst.Annotation(side)) for side in (expr.left, expr.right)
+                 if not _is_const(side, "None")}
+        return heads.pop() if len(heads) == 1 else None
     name = dotted(expr)
     return name.split(".")[-1] if name else None
 

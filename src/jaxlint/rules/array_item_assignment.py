@@ -70,9 +70,11 @@ class ArrayItemAssignment(Rule):
         if owner is None or model.is_ref(name, where.scope):
             return False  # a Pallas `Ref` takes stores: that is how a kernel writes
         if isinstance(owner, FunctionInfo) and owner is where.function and target is not None:
-            latest = self._latest_binding(owner, name, target)
-            if latest is not None and self._jax_value(latest, owner, where):
-                return True  # `buf = jnp.asarray(buf)` just before `buf[i] = v`
+            before = owner.bindings(name, before=target)
+            if before:  # the binding in force at the store decides, not the parameter's annotation
+                latest = before[-1].assigned
+                return latest is not None and (self._jax_value(latest, owner, where)  # `buf = jnp.asarray(buf)`
+                                               or self._array_arithmetic(latest, owner, before[-1].target))
         if isinstance(owner, FunctionInfo):
             p = owner.param(name)
             if p is not None:
@@ -86,16 +88,6 @@ class ArrayItemAssignment(Rule):
         values = owner.assigned.get(name, [])
         return bool(values) and all(v is not None and self._jax_value(v, owner, where) for v in values)
 
-    def _latest_binding(self, fn: FunctionInfo, name: str, store: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-        """The value last bound to `name` before the store to `store`, in source order within `fn`."""
-        latest: Optional[cst.BaseExpression] = None
-        for target, value, how in fn.events:
-            if target is store:
-                return latest
-            if isinstance(target, cst.Name) and target.value == name:
-                latest = value if how == "=" else None
-        return None
-
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):
             q = where.model.resolve(value.func, owner)
@@ -105,6 +97,17 @@ class ArrayItemAssignment(Rule):
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Subscript) \
                     and isinstance(func.value.value, cst.Attribute) and func.value.value.attr.value == "at":
                 return True  # x.at[i].set(v) and friends return a JAX array
+        return False
+
+    def _array_arithmetic(self, value: cst.BaseExpression, fn: FunctionInfo, at: cst.BaseExpression) -> bool:
+        """`x = x * factor` where `x` is, at that point, still a parameter annotated as a JAX array."""
+        if isinstance(value, cst.UnaryOperation):
+            return self._array_arithmetic(value.expression, fn, at)
+        if isinstance(value, cst.BinaryOperation):
+            return self._array_arithmetic(value.left, fn, at) or self._array_arithmetic(value.right, fn, at)
+        if isinstance(value, cst.Name):
+            p = fn.param(value.value)
+            return p is not None and p.annotation in ARRAY_ANNOTATIONS and not fn.bindings(value.value, before=at)
         return False
 
     def _target(self, target: cst.BaseExpression) -> Optional[cst.Name]:

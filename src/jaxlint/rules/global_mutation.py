@@ -164,20 +164,22 @@ class GlobalMutation(Rule):
             if fn is None or value.value not in fn.local_names or fn.param(value.value) is not None:
                 return False
             found = False
-            for target, bound, how in fn.events:
-                if how == "aug" or bound is None:
+            for b in fn.bindings(value.value):
+                if b.how == "aug":
                     continue
-                if isinstance(target, cst.Name) and target.value == value.value:
-                    if not self._untraceable(bound, where, depth + 1):
-                        return False
-                    found = True
-                elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(bound, cst.Call):
-                    names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
-                    if value.value in names:
-                        q = model.resolve(bound.func, where.scope)
-                        if q not in _STRUCTURE_CALLS or _STRUCTURE_CALLS[q] != names.index(value.value):
+                if b.unpacked is not None:
+                    whole, index = b.unpacked
+                    if isinstance(whole, cst.Call):
+                        q = model.resolve(whole.func, where.scope)
+                        if q not in _STRUCTURE_CALLS or _STRUCTURE_CALLS[q] != index:
                             return False
                         found = True
+                    continue
+                if b.value is None:
+                    continue
+                if not self._untraceable(b.value, where, depth + 1):
+                    return False
+                found = True
             return found
         return False
 

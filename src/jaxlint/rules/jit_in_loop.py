@@ -50,18 +50,7 @@ def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> set[str]:
 
 def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpression]]:
     """The values bound to `name` in `fn`, taking a tuple assigned from a tuple element by element."""
-    out: list[Optional[cst.BaseExpression]] = []
-    for target, value, how in fn.events:
-        if isinstance(target, cst.Name) and target.value == name:
-            out.append(value if how == "=" else None)
-        elif isinstance(target, (cst.Tuple, cst.List)) and any(
-                isinstance(el.value, cst.Name) and el.value.value == name for el in target.elements):
-            if how == "=" and isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
-                out.extend(v.value for t, v in zip(target.elements, value.elements)
-                           if isinstance(t.value, cst.Name) and t.value.value == name)
-            else:
-                out.append(None)
-    return out
+    return [b.assigned for b in fn.bindings(name)]
 
 
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:

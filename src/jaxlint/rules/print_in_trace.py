@@ -1,6 +1,8 @@
 """print-in-trace: the built-in `print` inside code JAX traces."""
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ..edits import Edit, print_to_debug_print
@@ -13,6 +15,11 @@ class PrintInTrace(Rule):
     ## What it does
     Flags calls to the built-in `print` inside code that JAX traces, including helpers called from it
     and the bodies of `lax` control flow.
+
+    A print that shows nothing traced is reported only under `jax.jit` (or another cached trace) and
+    only when it is a bare literal message such as `print("step")`, which reads as if it ran on every
+    call. Messages built from static values (shapes, configuration) and literal warnings
+    (`print("WARNING: ... is deprecated")`) are deliberate trace-time logging and are not reported.
 
     ## Why is this bad?
     Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
@@ -63,8 +70,9 @@ class PrintInTrace(Rule):
         if not any(where.is_traced(a) or _formats_traced(a, where) for a in args):
             # Nothing traced is printed: without a cache it prints on every call as Python would;
             # under jit, a message built from static facts (shapes, configuration) is deliberate
-            # trace-time logging. Only a bare literal message under jit misleads about when it runs.
-            if not fn.cached or any(not _is_text(a) for a in args):
+            # trace-time logging, and so is a warning (once per trace is what a warning wants). Only a
+            # bare literal message under jit misleads about when it runs.
+            if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args):
                 return
         if fn.cached:
             what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
@@ -89,6 +97,18 @@ def _is_text(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.FormattedString):
         return not any(isinstance(p, cst.FormattedStringExpression) for p in expr.parts)
     return False
+
+
+def _is_warning(expr: cst.BaseExpression) -> bool:
+    """A literal message that announces itself as a warning or a deprecation notice."""
+    try:
+        text = expr.evaluated_value if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)) else None
+    except Exception:  # noqa: BLE001 - libcst cannot evaluate some byte/escape forms
+        return False
+    return isinstance(text, str) and _WARNING.search(text) is not None
+
+
+_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat", re.IGNORECASE)
 
 
 def _formats_traced(expr: cst.BaseExpression, where: Where) -> bool:

@@ -189,16 +189,8 @@ class PrngKeyReuse(Rule):
         return out
 
     def _callee(self, call: cst.Call, scope: Scope) -> Optional[tuple[FunctionInfo, int]]:
-        """The function of this module a call runs (through `step = jax.jit(train_step)` too), and the
-        number of leading parameters already bound."""
-        model = self._where.model
-        ref = model.resolve_callable(call.func, scope)
-        if ref is None and isinstance(call.func, cst.Name):
-            owner = model.owner_of(call.func.value, scope)
-            values = owner.assigned.get(call.func.value, []) if owner is not None else []
-            if len(values) == 1 and isinstance(values[0], cst.Call) and values[0].args \
-                    and model.resolve(values[0].func, owner) in model.transforms:
-                ref = model.resolve_callable(values[0].args[0].value, owner)
+        """The function of this module a call runs, and the number of leading parameters already bound."""
+        ref = self._where.model.callee(call, scope)
         return (ref.fn, ref.offset) if ref is not None else None
 
     def _consume(self, call: cst.Call, state: _State, loop_names: Optional[Container[str]],
@@ -244,7 +236,7 @@ class PrngKeyReuse(Rule):
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
             return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
-        if in_loop or (root is not None and self._in_comprehension(call, root)):
+        if in_loop or (root is not None and self._in_comprehension(call, root, key)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).")
         state.consumed[key] = call
@@ -292,9 +284,11 @@ class PrngKeyReuse(Rule):
         for call in self._calls_in(node):
             self._consume(call, state, loop_names, node)
 
-    def _in_comprehension(self, call: cst.Call, root: cst.CSTNode) -> bool:
-        """Whether the call runs once per element of a comprehension (not in its first iterable)."""
+    def _in_comprehension(self, call: cst.Call, root: cst.CSTNode, key: str = "") -> bool:
+        """Whether the call runs once per element of a comprehension (not in its first iterable) with a
+        `key` the comprehension does not bind anew on each pass (`normal(k) for k in keys` is fine)."""
         found = False
+        base = key.split("[")[0]
 
         def walk(n: cst.CSTNode, inside: bool) -> None:
             nonlocal found
@@ -305,6 +299,11 @@ class PrngKeyReuse(Rule):
                 return
             if isinstance(n, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
                 walk(n.for_in.iter, inside)  # evaluated once
+                level: Optional[cst.CompFor] = n.for_in
+                while level is not None:
+                    if base in _names_bound(level.target):
+                        return  # the key is the comprehension's own variable
+                    level = level.inner_for_in
                 for child in iter_children(n):
                     if child is not n.for_in:
                         walk(child, True)
@@ -519,3 +518,12 @@ def _callee(call: cst.CSTNode) -> str:
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _names_bound(target: cst.BaseExpression) -> set[str]:
+    """The names a comprehension target binds (`k`, `(i, k)`)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_names_bound(el.value) for el in target.elements))
+    return set()

@@ -122,7 +122,13 @@ class StaleGlobal(Rule):
                 continue
             if s is not model.root:
                 # Closures: the traced function is rebuilt with its enclosing function, so a rebinding
-                # there is seldom seen by a stale trace; only names the closure shadows are noted.
+                # there is seen by a stale trace only when a loop after the def rebinds the name and
+                # also calls the cached function (a training loop decaying a closed-over rate).
+                if isinstance(s, FunctionInfo) and not s.traced:
+                    for name in set(s.bind_order) - shadowed - set(s.defs) - set(s.classes) - set(s.imports):
+                        loop = _rebinding_loop_calling(name, s, fn, model)
+                        if loop is not None:
+                            out[name] = f"a loop of `{s.qualname}` rebinds it between calls"
                 shadowed |= set(s.bind_order) | set(s.defs) | set(s.classes) | set(s.imports)
                 if isinstance(s, FunctionInfo):
                     shadowed |= {p.name for p in s.params}
@@ -202,6 +208,22 @@ def _last_use(fn: FunctionInfo, model: ModuleModel) -> Optional[int]:
         if any(isinstance(v, cst.Name) and v.value == fn.name for v in values):
             return None  # aliased
     return last
+
+
+def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, model: ModuleModel
+                            ) -> Optional[LoopInfo]:
+    """A loop of `owner`, run after `fn` is defined there, that both rebinds `name` and calls `fn` (by
+    the name it is defined under): each pass after the first reuses the trace of the first value."""
+    if fn.parent is not owner:
+        return None
+    for order, loop in zip(owner.bind_order.get(name, []), owner.bind_loops.get(name, [])):
+        if loop is None or order < fn.order or _shared_loop(loop, fn.loop_at_def):
+            continue
+        for call, scope, call_loop in model.all_calls:
+            if (scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
+                    and call.func.value == fn.name):
+                return loop
+    return None
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:

@@ -91,7 +91,7 @@ class _Builder:
             return "ScalarSequence"  # `tuple[str, ...]`: no array inside, static under equinox's filters
         while isinstance(expr, (cst.Subscript, cst.BinaryOperation)):
             if isinstance(expr, cst.BinaryOperation):
-                expr = expr.left
+                expr = expr.right if _is_const(expr.left, "None") else expr.left
             else:
                 head = dotted(expr.value) or ""
                 if head.split(".")[-1] == "Optional" and expr.slice and isinstance(expr.slice[0].slice, cst.Index):
@@ -174,10 +174,10 @@ class _Builder:
         for alias in node.names:
             full = _module_name(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                scope.imports[alias.asname.name.value] = full
+                _note_import(scope, alias.asname.name.value, full)
             else:
                 head = full.split(".")[0]
-                scope.imports[head] = head
+                _note_import(scope, head, head)
 
     def on_importfrom(self, node: cst.ImportFrom, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if isinstance(node.names, cst.ImportStar):
@@ -187,7 +187,7 @@ class _Builder:
         for alias in node.names:
             name = _module_name(alias.name)
             local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
-            scope.imports[local] = f"{prefix}.{name}" if prefix and not prefix.endswith(".") else f"{prefix}{name}"
+            _note_import(scope, local, f"{prefix}.{name}" if prefix and not prefix.endswith(".") else f"{prefix}{name}")
 
     # ---- bindings ---------------------------------------------------------------------------
 
@@ -278,6 +278,11 @@ class _Builder:
         first = node.for_in
         self.walk(first.iter, scope, loop)
         inner = LoopInfo(node, loop, scope)
+        # Code inside runs with the comprehension's own variables: the token lets the model shadow
+        # the function's bindings of those names with the comprehension's (see ModuleModel.values).
+        saved = self.guards
+        self.m.comprehensions[id(node)] = node
+        self.guards = saved | {f"comp:{id(node)}"}
         comp: Optional[cst.CompFor] = first
         while comp is not None:
             if comp is not first:
@@ -287,7 +292,7 @@ class _Builder:
             for cond in comp.ifs:
                 self._mark_test(cond.test)
                 if type(cond) in self.m._wanted:
-                    self.m.records.append(Record(cond, scope, inner, frozenset(), self.top))
+                    self.m.records.append(Record(cond, scope, inner, self.guards, self.top))
                 self.walk(cond.test, scope, inner)
             comp = comp.inner_for_in
         if isinstance(node, cst.DictComp):
@@ -295,6 +300,7 @@ class _Builder:
             self.walk(node.value, scope, inner)
         else:
             self.walk(node.elt, scope, inner)
+        self.guards = saved
 
     def on_with(self, node: cst.With, scope: Scope, loop: Optional[LoopInfo]) -> None:
         for item in node.items:
@@ -340,6 +346,10 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             self.walk(node.orelse, scope, loop)
+        elif isinstance(scope, FunctionInfo) and loop is None and isinstance(scope.node, cst.FunctionDef) \
+                and isinstance(scope.node.body, cst.IndentedBlock) \
+                and any(node is stmt for stmt in scope.node.body.body) and _always_exits(node.body):
+            scope.none_exits.extend((self.counter, g[5:]) for g in _none_tests(node.test))
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -369,6 +379,10 @@ class _Builder:
 
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.m.call_order[id(node)] = self.counter
+        if loop is not None:
+            self.m.calls_in_loops.add(id(node))
+        if self.guards:
+            self.m.call_guards[id(node)] = self.guards
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
             self.m.applied_parent[id(node.func)] = node
@@ -501,12 +515,18 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
            or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
            for b in cls.bases):
         cls.pytree = True
-    for b in cls.bases:  # a subclass of a registered pytree class of this module is one too
+    for b in cls.bases:  # a subclass of a registered pytree class (of this module or the project) is one too
         base = model.root.classes.get(b)
         if base is not None and base is not cls and base.pytree:
             cls.pytree = True
             cls.fields |= base.fields
             cls.static_fields |= base.static_fields
+        elif base is None and model.project is not None:
+            facts = model.project.lookup(b)
+            if facts is not None and facts.pytree:
+                cls.pytree = True
+                cls.fields |= facts.fields
+                cls.static_fields |= facts.static_fields
     flatten = cls.defs.get("tree_flatten")
     if flatten is not None:
         cls.static_fields |= _flatten_aux(flatten)
@@ -531,7 +551,21 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
             subject = subject.value
         if isinstance(subject, cst.Name) and all(dotted(n) in _NUMPY_ARRAY_TYPES for n in names):
             return frozenset({subject.value})
+    tested = tracer_test(e.expression) if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) else None
+    if tested is not None:
+        return frozenset({tested})  # `not isinstance(n, jax.core.Tracer)`: n is a concrete value
     return frozenset()
+
+
+def tracer_test(e: cst.BaseExpression) -> Optional[str]:
+    """`isinstance(n, jax.core.Tracer)` (any class named `...Tracer`): the name tested, else None."""
+    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
+            and isinstance(e.args[0].value, cst.Name):
+        kinds = e.args[1].value
+        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if names and all((dotted(n) or "").split(".")[-1] == "Tracer" for n in names):
+            return e.args[0].value.value
+    return None
 
 
 def _scalar_items(expr: cst.BaseExpression) -> bool:
@@ -547,6 +581,24 @@ def _scalar_items(expr: cst.BaseExpression) -> bool:
         if item is None or dotted(item) not in ("str", "int", "float", "bool"):
             return False
     return True
+
+
+def _note_import(scope: Scope, local: str, qual: str) -> None:
+    if scope.imports.get(local, qual) != qual:
+        scope.ambiguous_imports.add(local)
+    scope.imports[local] = qual
+
+
+def _always_exits(block: cst.BaseSuite) -> bool:
+    """Whether a block ends in `return` or `raise` (the code after its `if` runs only when the test failed)."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        last = block.body[-1] if block.body else None
+    elif isinstance(block, cst.IndentedBlock) and block.body:
+        stmt = block.body[-1]
+        last = stmt.body[-1] if isinstance(stmt, cst.SimpleStatementLine) and stmt.body else None
+    else:
+        last = None
+    return isinstance(last, (cst.Return, cst.Raise))
 
 
 def _none_tests(e: cst.BaseExpression) -> frozenset[str]:

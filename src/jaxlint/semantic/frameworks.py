@@ -49,6 +49,7 @@ class Frameworks:
         self._busy: set[int] = set()
         self._active: Optional[bool] = None
         self._instances: dict[tuple[int, int], tuple[cst.BaseExpression, Optional["ClassInfo"]]] = {}
+        self._apply_fns: Optional[list[tuple[cst.Attribute, "Scope"]]] = None
 
     @property
     def active(self) -> bool:
@@ -355,7 +356,7 @@ class Frameworks:
             return isinstance(f, cst.Attribute) and f.attr.value == "variable" and \
                 self.instance_class(f.value, values.fn) is not None
         if isinstance(expr, cst.Name) and expr.value in values.fn.local_names and values.fn.param(expr.value) is None:
-            bound = [v for t, v, how in values.fn.events if isinstance(t, cst.Name) and t.value == expr.value]
+            bound = [b.value for b in values.fn.bindings(expr.value)]
             return bool(bound) and all(v is not None and isinstance(v, (cst.Call, cst.Attribute))
                                        and self.is_variable(v, values) for v in bound)
         return False
@@ -394,6 +395,12 @@ class Frameworks:
                 # `Block(...)(x)` inside a linen method: the child's variables are part of the parent's.
                 receiver = cst.Name(outer.params[0].name)
             return CallableRef(fn, 1, receiver=receiver)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "apply_fn":
+            # `state.apply_fn(variables, x)`: the `apply` a train state was created with
+            refs = [self.callable_of(source, where, None) for source, where in self._apply_fn_sources()]
+            if refs and all(r is not None and r.fn is refs[0].fn for r in refs):
+                return refs[0]
+            return None
         if isinstance(expr, cst.Attribute):
             meth = expr.attr.value
             if meth in ("apply", "init"):
@@ -418,6 +425,17 @@ class Frameworks:
                 return None
             return CallableRef(fn, 1, receiver=expr.value)
         return None
+
+    def _apply_fn_sources(self) -> list[tuple[cst.Attribute, "Scope"]]:
+        """The `X.apply` expressions this module passes as `apply_fn=` (flax's `TrainState.create`
+        and look-alikes), with the scope of each call."""
+        if self._apply_fns is None:
+            self._apply_fns = []
+            for call, scope, _loop in self.m.all_calls:
+                value = _keyword(call, "apply_fn")
+                if isinstance(value, cst.Attribute) and value.attr.value == "apply":
+                    self._apply_fns.append((value, scope))
+        return self._apply_fns
 
     def _haiku_function(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional[tuple["FunctionInfo", int]]:
         """`hk.transform(f)` (or a name bound to it, or `@hk.transform def f`): f and the number of leading
@@ -458,7 +476,12 @@ class Frameworks:
 
         func = call.func
         cls, meth, receiver, lead = None, "__call__", func, 0
-        if isinstance(func, cst.Attribute):
+        if isinstance(func, cst.Attribute) and func.attr.value == "apply_fn":
+            found = {self._imported_class(source.value, where) for source, where in self._apply_fn_sources()}
+            if len(found) != 1:
+                return None
+            cls, lead = found.pop(), 1
+        elif isinstance(func, cst.Attribute):
             cls, meth, receiver = self._imported_class(func.value, fn), func.attr.value, func.value
             if meth in ("apply", "init"):
                 chosen = _keyword(call, "method")

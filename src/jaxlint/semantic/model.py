@@ -4,6 +4,7 @@
 # static, following transforms, control-flow bodies and helper calls to a fixed point. Rules only ask.
 from __future__ import annotations
 
+import copy
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -17,7 +18,7 @@ from ..jaxapi import (
 from ..syntax import _returns, dotted, iter_children
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options
 from .frameworks import Frameworks
-from .scopes import CallableRef, ClassInfo, FunctionInfo, LoopInfo, Record, Scope
+from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
 from .traced import _Tracer, ExternalCall, _dead, _pallas_refs
 from .values import Values
 
@@ -27,9 +28,11 @@ class ModuleModel:
 
     def __init__(self, module: cst.Module, path: str = "<string>", wanted: frozenset[type] = frozenset(),
                  extra_transforms: Optional[dict[str, Transform]] = None,
-                 external: Optional[list["ExternalCall"]] = None) -> None:
+                 external: Optional[list["ExternalCall"]] = None,
+                 project: Optional[ProjectClasses] = None) -> None:
         self.module = module
         self.path = path
+        self.project = project
         self.transforms = dict(TRANSFORMS)
         if extra_transforms:
             self.transforms.update(extra_transforms)
@@ -45,9 +48,14 @@ class ModuleModel:
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
+        self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
+        self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
+        self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
         self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
+        self._site_returns: dict[tuple[int, frozenset[str]], Optional[list[bool]]] = {}
+        self._calls_busy: set[int] = set()
         self._wanted = wanted
         self._aliasing: set[str] = set()
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
@@ -85,7 +93,7 @@ class ModuleModel:
                 s = self.root
                 continue
             if head in s.imports and head not in s.defs and head not in s.classes:
-                return s.imports[head]
+                return None if head in s.ambiguous_imports else s.imports[head]
             if s.binds(head) or (isinstance(s, FunctionInfo) and s.param(head) is not None):
                 if s is self.root and head in s.assigned and len(s.assigned[head]) == 1:
                     value = s.assigned[head][0]
@@ -113,6 +121,46 @@ class ModuleModel:
                 return None
             s = s.parent
         return None
+
+    def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
+        """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
+        of this module) that returns only shape facts (`return self.params.shape[0]`)."""
+        fn = scope.function_scope()
+        if fn is None or not isinstance(e.value, cst.Name):
+            return False
+        cls: Optional[ClassInfo] = None
+        p = fn.param(e.value.value)
+        if p is not None and fn.is_method and fn.params and p is fn.params[0]:
+            cls = fn.cls
+        elif p is not None and p.annotation is not None:
+            cls = self.root.classes.get(p.annotation)
+        if cls is None:
+            return False
+        prop = cls.defs.get(e.attr.value)
+        if prop is None or not isinstance(prop.node, cst.FunctionDef) or not any(
+                (dotted(d.decorator) or "").split(".")[-1] in ("property", "cached_property") for d in prop.decorators):
+            return False
+        body = prop.node.body
+        stmts = body.body if isinstance(body, cst.IndentedBlock) else []
+        docless = [s for s in stmts if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                             and isinstance(s.body[0], cst.Expr)
+                                             and isinstance(s.body[0].value, cst.SimpleString))]
+        if len(docless) != 1 or not isinstance(docless[0], cst.SimpleStatementLine) \
+                or not isinstance(docless[0].body[0], cst.Return) or docless[0].body[0].value is None:
+            return False
+        return shape_fact(docless[0].body[0].value)
+
+    def callee(self, call: cst.Call, scope: Scope) -> Optional[CallableRef]:
+        """The function of this module a call runs: its callable resolved, or, for a name bound once
+        to a transform of a function (`step = jax.jit(train_step)`), that function."""
+        ref = self.resolve_callable(call.func, scope, call)
+        if ref is None and isinstance(call.func, cst.Name):
+            owner = self.owner_of(call.func.value, scope)
+            values = owner.assigned.get(call.func.value, []) if owner is not None else []
+            if owner is not None and len(values) == 1 and isinstance(values[0], cst.Call) and values[0].args \
+                    and self.resolve(values[0].func, owner) in self.transforms:
+                ref = self.resolve_callable(values[0].args[0].value, owner)
+        return ref
 
     def resolve_callable(self, expr: cst.BaseExpression, scope: Scope,
                          call: Optional[cst.Call] = None) -> Optional[CallableRef]:
@@ -195,7 +243,19 @@ class ModuleModel:
         for c in self._all_classes():
             names |= c.static_fields
             data |= c.fields - c.static_fields
+        if self.project is not None:
+            names |= self.project.static_names
         self.static_field_names = frozenset(names - data)
+
+    def class_facts(self) -> dict[str, ClassFacts]:
+        """This module's module-level classes as the project's other files see them."""
+        return {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields))
+                for name, c in self.root.classes.items()}
+
+    def foreign_bases(self) -> set[str]:
+        """The qualified names of base classes imported from elsewhere (as this module resolves them)."""
+        return {b for c in self._all_classes() for b in c.bases
+                if "." in b and b.split(".", 1)[0] not in ("builtins", "typing", "abc", "enum", "dataclasses")}
 
     def _all_classes(self) -> Iterator[ClassInfo]:
         stack: list[Scope] = [self.root]
@@ -259,6 +319,67 @@ class ModuleModel:
             self._returns[key] = out
         return out
 
+    def call_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
+        """What a call of a summarised helper returns, given the arguments of this call (a helper called
+        with arrays at one site and with configuration at another returns tracers only at the first).
+        None when the call runs no summarised helper."""
+        helper = self.summarised_callee(call, values.fn)
+        if helper is None or id(call) in self._calls_busy:
+            return None  # (`x = step(x)`: asking about x asks about this call again)
+        ref = self.resolve_callable(call.func, values.fn)
+        assert ref is not None
+        from .traced import ArgInfo, _map_args
+
+        self._calls_busy.add(id(call))
+        try:
+            args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
+                    for a in call.args]
+        finally:
+            self._calls_busy.discard(id(call))
+        params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
+        return self.returns_given(helper, params)
+
+    def returns_given(self, helper: "FunctionInfo", params: set[str]) -> Optional[list[bool]]:
+        """What a traced function returns when only `params` receive tracers: one flag per element when
+        every `return` gives a tuple of the same length, else a single flag (None while recursing)."""
+        node = helper.node
+        if isinstance(node, cst.Lambda):
+            exprs: list[cst.BaseExpression] = [node.body]
+        elif isinstance(node, cst.FunctionDef):
+            exprs = [r.value for r in _returns(node.body) if r.value is not None]
+        else:
+            return None
+        params = params & helper.traced_params
+        if helper.target is not None and helper.target.transform != "helper":
+            params = set(helper.traced_params)  # traced by a transform of its own: its parameters are traced
+        key = (id(helper), frozenset(params))
+        if key in self._site_returns:
+            return self._site_returns[key]
+        if id(helper) in self._returns_busy:
+            return None
+        self._returns_busy.add(id(helper))
+        try:
+            site = copy.copy(helper)  # the same function, with only these traced parameters
+            site.traced_params = params
+            site.pytree_params = helper.pytree_params & params
+            Values(self, site).solve()
+            inner = Values(self, site)
+            tuples = [x for x in exprs if isinstance(x, cst.Tuple)
+                      and not any(isinstance(el, cst.StarredElement) for el in x.elements)]
+            if exprs and len(tuples) == len(exprs) and len({len(x.elements) for x in tuples}) == 1:
+                flags = [False] * len(tuples[0].elements)
+                for x in tuples:
+                    for i, el in enumerate(x.elements):
+                        flags[i] = flags[i] or inner.traced(el.value)
+                out: Optional[list[bool]] = flags
+            else:
+                out = [any(inner.traced(x) for x in exprs)]
+        finally:
+            self._returns_busy.discard(id(helper))
+        if self.summaries_final:
+            self._site_returns[key] = out
+        return out
+
     def summarised_callee(self, call: cst.Call, fn: "FunctionInfo") -> Optional["FunctionInfo"]:
         """The traced function of this module a call runs, when its summary can answer for it."""
         if isinstance(call.func, cst.Call):
@@ -308,6 +429,10 @@ class ModuleModel:
             return None
         values = Values(self, fn)
         values._static_override = set(guards)
+        for g in sorted(g for g in guards if g.startswith("comp:")):
+            node = self.comprehensions.get(int(g[5:]))
+            if node is not None:  # inside a comprehension, its static variables shadow the function's
+                values._static_override |= values.comprehension_static(node)
         values._use_order = next((int(g[1:]) for g in guards if g.startswith("@")), None)
         return values
 
@@ -384,3 +509,21 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+def shape_fact(e: cst.BaseExpression) -> bool:
+    """An expression made only of shape facts: `x.shape[0]`, `x.ndim`, `len(x)`, integer literals and
+    arithmetic on them (a Python int whatever `x` holds)."""
+    if isinstance(e, cst.Integer):
+        return True
+    if isinstance(e, cst.Attribute):
+        return e.attr.value in ("shape", "ndim", "size")
+    if isinstance(e, cst.Subscript):
+        return isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape"
+    if isinstance(e, cst.Call):
+        return dotted(e.func) == "len" and len(e.args) == 1
+    if isinstance(e, cst.BinaryOperation):
+        return shape_fact(e.left) and shape_fact(e.right)
+    if isinstance(e, cst.UnaryOperation):
+        return shape_fact(e.expression)
+    return False

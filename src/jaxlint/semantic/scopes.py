@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -31,6 +31,9 @@ class Scope:
     parent: Optional["Scope"]
     node: Optional[cst.CSTNode] = None
     imports: dict[str, str] = field(default_factory=dict)
+    # names imported as different modules in this scope (`import jax.numpy as np` … `import numpy as np`):
+    # which one a use sees depends on when it runs, so they resolve to nothing certain
+    ambiguous_imports: set[str] = field(default_factory=set)
     defs: dict[str, "FunctionInfo"] = field(default_factory=dict)
     classes: dict[str, "ClassInfo"] = field(default_factory=dict)
     # name -> value expressions assigned to it (None where the value is not a plain expression)
@@ -50,6 +53,25 @@ class Scope:
         while s is not None and not isinstance(s, FunctionInfo):
             s = s.parent
         return s
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """What a file says about one of its module-level classes, for the other files of the project."""
+
+    pytree: bool
+    fields: frozenset[str] = frozenset()
+    static_fields: frozenset[str] = frozenset()
+
+
+@dataclass
+class ProjectClasses:
+    """Classes of the project's other files: a subclass of a pytree class defined elsewhere is a pytree,
+    and an attribute named like a static field of some project pytree reads a Python value when the
+    object's class is not known here."""
+
+    lookup: "Callable[[str], Optional[ClassFacts]]"  # a qualified name as this module resolves it
+    static_names: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False)
@@ -85,6 +107,10 @@ class FunctionInfo(Scope):
     declared_static: set[str] = field(default_factory=set)
     # Where a transform is applied to this function: (scope, source-order stamp); -1 for a decorator.
     trace_sites: set[tuple[Scope, int]] = field(default_factory=set)
+    # Where traced code calls this function directly: (calling scope, stamp); (module, -1) when unknown.
+    helper_sites: set[tuple[Scope, int]] = field(default_factory=set)
+    # `if x is None: return …` at the top level of this body: (stamp after the if, x). Past it, x is not None.
+    none_exits: list[tuple[int, str]] = field(default_factory=list)
     # Parameters every traced call site gives a value other than None (None until a site is seen).
     passed: Optional[set[str]] = None
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
@@ -110,6 +136,47 @@ class FunctionInfo(Scope):
             if p.name == name:
                 return p
         return None
+
+    def bindings(self, name: str, before: Optional[cst.CSTNode] = None) -> list["Binding"]:
+        """Each binding of the local `name` in this body, in source order (only those before the event
+        whose target is `before`, when given; none when no event has that target). A tuple target assigned a tuple of the same length binds
+        element by element; any other tuple target records the element's index in the unpacked value."""
+        out: list[Binding] = []
+        for target, value, how in self.events:
+            if before is not None and target is before:
+                return out
+            if isinstance(target, cst.Name):
+                if target.value == name:
+                    out.append(Binding(target, value, how))
+                continue
+            if not isinstance(target, (cst.Tuple, cst.List)):
+                continue
+            names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
+            if name not in names:
+                continue
+            index = names.index(name)
+            if how == "=" and isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(names) \
+                    and not any(isinstance(el, cst.StarredElement) for el in value.elements):
+                out.append(Binding(target, value.elements[index].value, how))
+            else:
+                out.append(Binding(target, None, how, unpacked=(value, index)))
+        return out if before is None else []
+
+
+@dataclass
+class Binding:
+    """One binding of a name in a function body."""
+
+    target: cst.BaseExpression
+    value: Optional[cst.BaseExpression]  # the value bound to the name itself; None when not known
+    how: str  # "=", "aug", "for", "with", "walrus"
+    # For `a, b = f(x)`: (the whole value unpacked, the name's index in the target).
+    unpacked: Optional[tuple[Optional[cst.BaseExpression], int]] = None
+
+    @property
+    def assigned(self) -> Optional[cst.BaseExpression]:
+        """The value of a plain `=` binding, else None."""
+        return self.value if self.how == "=" else None
 
 
 @dataclass(eq=False)

@@ -97,6 +97,10 @@ class _Tracer:
                     if got[0].statics == "custom":
                         fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
         for fn, (t, opts) in decorated:
+            if t.statics == "custom" and len(fn.decorators) == 1:
+                # `@jax.custom_vjp` alone traces nothing: called plainly, or under `grad` (whose rule
+                # gets the primal values), the body sees concrete arrays; traced callers make it traced.
+                continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
         self.seed_calls()
@@ -201,6 +205,7 @@ class _Tracer:
                 for e in exprs:
                     ref = m.resolve_callable(e, scope)
                     if ref is not None:
+                        ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
                         t = Transform(kind, abstract=True, cached=True)
                         self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
                                   cached=site_cached, passed=_body_arity(kind, call))
@@ -213,6 +218,7 @@ class _Tracer:
                 trees = [a.value for a in call.args[1:] if a.keyword is None and not a.star]
                 params = [p for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
                 leaves = {p.name for p, tree in zip(params, trees) if values.traced(tree)}
+                ref.fn.helper_sites.add((scope, m.call_order.get(id(call), 0)))
                 self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn)
 
     def seed_derivative_rules(self, call: cst.Call, scope: Scope) -> None:
@@ -240,6 +246,7 @@ class _Tracer:
                 traced = {p.name for p in passed} | {p.name for p in rule.params if p.star == "*"}
             if rule.target is None:
                 rule.target = TraceTarget(rule.qualname, 0, "helper", (), (), (f.qualname,), _root(f))
+            rule.helper_sites.add((m.root, -1))  # runs wherever `f` is differentiated
             self.mark(rule, traced, f.abstract, f.cached, f.target.transform if f.target else "helper", None)
 
     def seed_application(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
@@ -270,6 +277,7 @@ class _Tracer:
         traced -= ref.bound_names
         if ref.fn.target is None:
             ref.fn.target = TraceTarget(ref.fn.qualname, 0, t.kind, (), (), _via(site_fn), _root(site_fn))
+        ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
         self.mark(ref.fn, traced, t.abstract or site_abstract, t.cached or site_cached, t.kind, None, pytrees)
         return True
 
@@ -340,6 +348,10 @@ class _Tracer:
         m = self.m
         values = Values(m, fn)
         for call in fn.calls:
+            if _dead(fn, m.call_guards.get(id(call), frozenset())):
+                continue  # a branch that never runs traced calls nothing while tracing
+            # in straight-line code, a parameter rebound only further down is still the argument here
+            values._use_order = None if id(call) in m.calls_in_loops else m.call_order.get(id(call))
             qual = m.resolve(call.func, fn)
             if qual is not None and (qual in CALLBACKS or qual in m.transforms or qual in LAX_BODIES):
                 if qual in m.transforms or qual in LAX_BODIES:
@@ -353,6 +365,7 @@ class _Tracer:
                 if ref is not None:  # map(f, xs): f gets the elements
                     elems = [ArgInfo("", None, values.traced(a.value), False) for a in call.args[1:]]
                     traced, _ = _map_args(ref.fn, ref.offset, elems)
+                    ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
                     self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn)
                 continue
             if qual in TREE_MAPS:
@@ -375,6 +388,9 @@ class _Tracer:
                 continue
             if ref.fn is fn:
                 continue
+            if not fn.abstract and self._custom_derivative(ref.fn):
+                continue  # under grad alone a custom_vjp/custom_jvp function's rule gets the concrete primals
+            ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
             _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
                          else {p.name for p in ref.fn.params if not p.has_default})
             receiver = ref.receiver is not None and values.traced(ref.receiver)
@@ -385,6 +401,14 @@ class _Tracer:
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
             self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+
+    def _custom_derivative(self, fn: FunctionInfo) -> bool:
+        """Whether `fn` is decorated with `jax.custom_vjp`/`jax.custom_jvp`."""
+        for d in fn.decorators:
+            got = self.m.transform_of(d.decorator, fn.parent or self.m.root)
+            if got is not None and got[0].statics == "custom":
+                return True
+        return False
 
     def seed_external(self, calls: list["ExternalCall"], origin: str) -> None:
         """Calls into this module from traced code in other files of the project."""
@@ -400,6 +424,7 @@ class _Tracer:
             arrays = [dataclasses.replace(a, traced=a.traced and a.array) for a in ext.args]
             traced, _ = _map_args(fn, 0, arrays)
             pytrees: set[str] = set()  # too far from the transform to know which objects are flattened pytrees
+            fn.helper_sites.add((m.root, -1))  # called from another file: the site is not known here
             if fn.target is None:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
             self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees)
@@ -429,8 +454,47 @@ class ExternalCall:
 
 
 def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
-    """`if rng is None:` where every traced caller passes an `rng`: the branch never runs traced."""
-    return fn.passed is not None and any(g.startswith("none:") and g[5:] in fn.passed for g in guards)
+    """`if rng is None:` where every traced caller passes an `rng`, or where `rng` is a variable of the
+    enclosing function known not to be None wherever the function is traced: the branch never runs traced."""
+    for g in guards:
+        if not g.startswith("none:"):
+            continue
+        name = g[5:]
+        if fn.passed is not None and name in fn.passed:
+            return True
+        if name not in fn.local_names and _closure_not_none(fn, name):
+            return True
+    return False
+
+
+def _closure_not_none(fn: FunctionInfo, name: str) -> bool:
+    """Whether every place that traces `fn` sits in its enclosing function past an `if name is None:
+    return …`, or past such a test of an alias bound to `name` just before it (`nbrs = neighbors`)."""
+    owner = fn.parent
+    sites = fn.trace_sites | fn.helper_sites
+    if not isinstance(owner, FunctionInfo) or not sites or name in owner.declared_nonlocal \
+            or name in owner.declared_global:
+        return False
+    if owner.param(name) is None and name not in owner.assigned:
+        return False
+    proofs: list[int] = []  # stamps from which `name` is known not to be None
+    for stamp, tested in owner.none_exits:
+        if tested == name:
+            proofs.append(stamp)
+            continue
+        latest = None  # the binding of `tested` in force at the test
+        for (target, value, how), at in zip(owner.events, owner.event_orders):
+            if at < stamp and isinstance(target, cst.Name) and target.value == tested:
+                latest = value if how == "=" else None
+        if isinstance(latest, cst.Name) and latest.value == name:
+            proofs.append(stamp)
+    for scope, order in sites:
+        if scope is not owner or order < 0:
+            return False
+        before = [stamp for stamp in proofs if stamp < order]
+        if not before or any(max(before) < stamp < order for stamp in owner.bind_order.get(name, [])):
+            return False  # no test before the site, or `name` rebound between the test and the site
+    return True
 
 
 def _note_passed(fn: FunctionInfo, names: set[str]) -> None:
@@ -507,8 +571,10 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
                     traced.add(star.name)
             continue
         if info.star == "**":
-            if is_t:
-                traced.update(p.name for p in callee.params if (p.index is None or p.index >= pos) and p.name not in bound)
+            if is_t:  # a mapping splat fills only parameters no other argument of the call names
+                given = {a.keyword for a in args if a.keyword is not None}
+                traced.update(p.name for p in callee.params if (p.index is None or p.index >= pos)
+                              and p.name not in bound and p.name not in given and p.star != "*")
             continue
         target = None
         if info.keyword is not None:

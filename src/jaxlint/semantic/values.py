@@ -11,13 +11,14 @@ from ..jaxapi import (
     ARRAY_ATTRS,
     CONTAINER_ANNOTATIONS,
     LIST_RETURNING,
+    PARAMETER_GETTERS,
     STAGING_MODULES,
     STATIC_ATTRS,
     STATIC_CALLS,
     TREE_MAPS,
 )
-from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
-from .builder import _scalar_guard_names
+from ..syntax import _returns, container_path, _flatten, _is_literal, _target_names, dotted
+from .builder import _scalar_guard_names, tracer_test
 from .scopes import FunctionInfo
 
 if TYPE_CHECKING:
@@ -81,12 +82,16 @@ class Values:
                     containers.add(it.value)
         fn.container_names = containers
         fn.dict_names = dicts
+        straight = _straight_line_events(fn)
         for _ in range(20):
             before = len(names)
             before_trees = len(trees)
-            for target, value, how in fn.events:
+            for (target, value, how), at in zip(fn.events, straight):
                 if value is None:
                     continue
+                # a value bound in straight-line code sees a parameter as passed when the parameter is
+                # rebound only further down (`shards = f(indices); ...; indices = jnp.array(indices)`)
+                self._use_order = at
                 if how in ("=", "for") and self.is_pytree(value):
                     for n in _target_names(target):
                         trees.add(n)
@@ -101,12 +106,17 @@ class Values:
                     if isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
                         containers.add(target.value)
                     self._bind(target, self._unpack(value), names)
+            self._use_order = None
             if len(names) == before and len(trees) == before_trees:
                 break
 
     def _unpack(self, value: cst.BaseExpression) -> Union[bool, list]:
         if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
             return [self._unpack(e.value) for e in value.elements]
+        if isinstance(value, cst.Call):
+            returned = self.m.call_returns(value, self)
+            if returned is not None:  # `idx, n, is_local = helper(x)`: element by element
+                return list(returned) if len(returned) > 1 else returned[0]
         return self.traced(value)
 
     def _elements(self, it: cst.BaseExpression) -> Union[bool, list]:
@@ -158,7 +168,20 @@ class Values:
     # ---- the question -----------------------------------------------------------------------
 
     def _scalar_guards(self, e: cst.BaseExpression) -> set[str]:
-        return set(_scalar_guard_names(e))
+        """Names a true `e` proves concrete: the syntactic guards, and `not is_tracer(x)` through a module
+        function that only returns `isinstance(arg, jax.core.Tracer)`."""
+        names = set(_scalar_guard_names(e))
+        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+            return names | self._scalar_guards(e.left) | self._scalar_guards(e.right)
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) and isinstance(e.expression, cst.Call):
+            call = e.expression
+            ref = self.m.resolve_callable(call.func, self.fn)
+            if ref is not None and isinstance(ref.fn.node, cst.FunctionDef) and len(call.args) == 1 \
+                    and isinstance(call.args[0].value, cst.Name) and ref.fn.params:
+                returns = [r.value for r in _returns(ref.fn.node.body)]
+                if len(returns) == 1 and returns[0] is not None and tracer_test(returns[0]) == ref.fn.params[0].name:
+                    names.add(call.args[0].value.value)
+        return names
 
     def name_traced(self, name: str) -> bool:
         if name in self._static_override or _SHAPE_NAME.search(name):
@@ -185,6 +208,8 @@ class Values:
         if isinstance(e, cst.Attribute):
             if e.attr.value in STATIC_ATTRS:
                 return False
+            if self.m.static_property(e, self.fn):
+                return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
             if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
                 return False  # an aux-data field of a registered pytree: a Python value
             if e.attr.value not in ARRAY_ATTRS and self.m.frameworks.instance_class(e.value, self.fn) is not None:
@@ -251,6 +276,15 @@ class Values:
     def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
         """A comprehension's variables belong to it: `[m for m in self.sizes]` is static even when another
         comprehension of the function binds `m` to traced values."""
+        saved = self._static_override
+        try:
+            self._static_override = saved | self.comprehension_static(e)
+            return self.traced(e.value) if isinstance(e, cst.DictComp) else self.traced(e.elt)
+        finally:
+            self._static_override = saved
+
+    def comprehension_static(self, e: cst.BaseComp) -> set[str]:
+        """The variables of a comprehension that iterate over nothing traced."""
         static: set[str] = set()
         saved = self._static_override
         try:
@@ -260,10 +294,9 @@ class Values:
                 if not any(_flatten(self._elements(level.iter))):
                     static |= set(_target_names(level.target))
                 level = level.inner_for_in
-            self._static_override = saved | static
-            return self.traced(e.value) if isinstance(e, cst.DictComp) else self.traced(e.elt)
         finally:
             self._static_override = saved
+        return static
 
     def is_array_like(self, e: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a traced expression is evidently an array, not some object that holds tracers."""
@@ -373,9 +406,9 @@ class Values:
             return False
         if isinstance(e.func, cst.Attribute) and self.traced(e.func.value):
             return False  # x.any(), x.all()
-        callee = self.m.summarised_callee(e, self.fn)
-        if callee is not None:
-            return not self.m.returns_traced(callee)  # `if converged(h, tol):` returns a traced comparison
+        returned = self.m.call_returns(e, self)
+        if returned is not None:
+            return not any(returned)  # `if converged(h, tol):` returns a traced comparison
         return True
 
     def _compare_traced(self, e: cst.Comparison) -> bool:
@@ -398,7 +431,7 @@ class Values:
                 return False  # conversion to NumPy fails on a tracer, or the call is static
             if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
                 return False  # psum of a Python constant is the axis size times it, a Python number
-            if qual.startswith(STAGING_MODULES):
+            if qual.startswith(STAGING_MODULES) or qual in PARAMETER_GETTERS:
                 return True
             if qual == "builtins.getattr" and len(e.args) >= 2:
                 obj, attr = e.args[0].value, e.args[1].value
@@ -406,9 +439,9 @@ class Values:
                     return False
                 return self.is_pytree(obj) and self.traced(obj)
         func = e.func
-        helper = self.m.summarised_callee(e, self.fn)
-        if helper is not None:
-            return self.m.returns_traced(helper)  # the helper's summary, not a guess from names or arguments
+        returned = self.m.call_returns(e, self)
+        if returned is not None:
+            return any(returned)  # the helper's summary for these arguments, not a guess from names
         callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
             return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
@@ -417,12 +450,26 @@ class Values:
                 return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
-        if qual in TREE_MAPS and e.args:
+        if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
             ref = self.m.resolve_callable(e.args[0].value, self.fn)
             if ref is not None and ref.fn.traced:
-                return self.m.returns_traced(ref.fn)  # the tree holds what the callback returns
-        if qual == "builtins.map" and len(e.args) > 1:
-            ref = self.m.resolve_callable(e.args[0].value, self.fn)
-            if ref is not None and ref.fn.traced:
-                return self.m.returns_traced(ref.fn)
+                # the result holds what the callback returns given these trees' leaves (or elements)
+                given = [p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
+                trees = [a.value for a in e.args[1:] if a.keyword is None and not a.star]
+                returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, trees) if self.traced(t)})
+                return any(returned) if returned is not None else any(self.traced(t) for t in trees)
         return any(self.traced(a.value) for a in e.args)
+
+
+def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
+    """For each binding event of `fn`: its source-order stamp when it runs in straight-line code (no
+    loop around it in the body), else None."""
+    out: list[Optional[int]] = []
+    for (target, _value, _how), at in zip(fn.events, fn.event_orders):
+        in_loop = False
+        for name in _target_names(target):
+            for order, loop in zip(fn.bind_order.get(name, []), fn.bind_loops.get(name, [])):
+                if order == at and loop is not None:
+                    in_loop = True
+        out.append(None if in_loop or not _target_names(target) else at)
+    return out

@@ -1,0 +1,129 @@
+"""What a file's model learns from the project's other files: the classes it imports from them.
+
+A subclass of a pytree class defined in another file is a pytree too (`class SACLearner(Agent)` with
+`Agent(struct.PyTreeNode)` in `agents/agent.py`), and `cache.time_axis` reads a static field when the
+project declares `time_axis` a static field of a registered pytree. A file's own pass cannot see
+either. After the project-wide pass, each file that has findings of the traced-code model is analysed
+once more with what the project modules it imports say about their classes.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from typing import Callable, Optional
+
+import libcst as cst
+
+from .semantic import ClassFacts, ModuleModel, ProjectClasses
+
+# Rules whose findings depend on which values the model takes for traced.
+_UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
+               "unused-suppression"}
+
+
+class ProjectIndex:
+    """The project's modules by dotted name, with the class facts of each, read on first use."""
+
+    def __init__(self, files: list[str], module_name: Callable[[str], str]) -> None:
+        self._module_name = module_name
+        self.by_module: dict[str, Optional[str]] = {module_name(p): p for p in files if p.endswith(".py")}
+        # The folders the files' top-level modules sit in: a module no given file is (pre-commit and
+        # the editor pass one file; its base classes live beside it) is looked for there.
+        self._roots: list[str] = []
+        for p in files:
+            if not p.endswith(".py"):
+                continue
+            mod = module_name(p)
+            root = os.path.dirname(os.path.abspath(p))
+            for _ in range(mod.count(".") + (os.path.basename(p) == "__init__.py")):
+                root = os.path.dirname(root)
+            if root not in self._roots:
+                self._roots.append(root)
+        self._facts: dict[str, dict[str, ClassFacts]] = {}
+
+    def path_of(self, module: str) -> Optional[str]:
+        """The project file of a module: a given file, else a module file under the files' roots."""
+        if module in self.by_module:
+            return self.by_module[module]
+        path = None
+        if module:
+            for root in self._roots:
+                base = os.path.join(root, *module.split("."))
+                path = next((c for c in (base + ".py", os.path.join(base, "__init__.py")) if os.path.isfile(c)), None)
+                if path is not None:
+                    break
+        self.by_module[module] = path  # None: looked for, not there
+        return path
+
+    def classes(self, module: str) -> dict[str, ClassFacts]:
+        path = self.path_of(module)
+        if path is None:
+            return {}
+        if path not in self._facts:
+            self._facts[path] = {}  # while it is read: an import cycle sees no classes
+            self._facts[path] = self._read_classes(path)
+        return self._facts[path]
+
+    def _read_classes(self, path: str) -> dict[str, ClassFacts]:
+        """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`)."""
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+            return ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source)).class_facts()
+        except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
+            return {}
+
+    def for_file(self, path: str, source: bytes) -> Optional[ProjectClasses]:
+        """The project's classes as the file at `path` sees them: None when it imports none of them."""
+        me = self._module_name(path)
+        is_pkg = os.path.basename(path) == "__init__.py"
+        imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
+        if not imported:
+            return None
+        static: set[str] = set()
+        for mod in imported:
+            for facts in self.classes(mod).values():
+                if facts.pytree:
+                    static |= facts.static_fields
+
+        def lookup(qualname: str) -> Optional[ClassFacts]:
+            full = absolute(qualname, me, is_pkg)
+            mod, _, name = full.rpartition(".")
+            return self.classes(mod).get(name) if mod != me else None
+
+        return ProjectClasses(lookup, frozenset(static))
+
+
+def needs_project(findings: list) -> bool:
+    """Whether a file's findings could change with what the project says about its classes."""
+    return any(f.name not in _UNAFFECTED for f in findings)
+
+
+def absolute(qualname: str, module: str, is_package: bool) -> str:
+    """A name as a module resolves it (`.losses.l2`) made absolute (`pkg.losses.l2`)."""
+    if not qualname.startswith("."):
+        return qualname
+    dots = len(qualname) - len(qualname.lstrip("."))
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (dots - 1)] if dots > 1 else base
+    rest = qualname[dots:]
+    return ".".join(base + [rest]) if base else rest
+
+
+def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]:
+    """The absolute names of the modules a file imports from (and of the names it imports, which may
+    be modules themselves: `from pkg import agents`)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = absolute("." * node.level + (node.module or ""), module, is_package) if node.level \
+                else (node.module or "")
+            out.append(base)
+            out.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+    return out

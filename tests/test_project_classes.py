@@ -1,0 +1,57 @@
+"""The project's classes (pytree bases, static fields in other files) reach every way a file is linted:
+a whole-folder run, one file as pre-commit passes it (with and without --with-importers), standard
+input, the fix loop and the language server's buffer lint."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jaxlint.api import Settings, lint_for_fix
+from jaxlint.rules import DEFAULT_CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "fixtures" / "cross-file" / "project_classes"
+LEARNER = APP / "learner.py"
+# What the whole package's run reports in learner.py (its `# expect:` marker): `Learner` is a pytree
+# through `Agent` in base.py, and `time_axis` a static field of base.py's `Cache`.
+EXPECTED = [(26, "traced-if")]
+
+
+def _lint(*args: str, stdin: str | None = None) -> list[tuple[int, str]]:
+    proc = subprocess.run([sys.executable, "-m", "jaxlint", "--isolated", "--no-verify", "--no-cache", "--format",
+                           "json", *args], cwd=APP.parent, input=stdin, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return [(f["line"], f["name"]) for f in json.loads(proc.stdout)["findings"]]
+
+
+@pytest.mark.parametrize("args", [("project_classes",), ("project_classes/learner.py",),
+                                  ("--with-importers", "project_classes/learner.py")],
+                         ids=["folder", "one-file", "with-importers"])
+def test_one_file_sees_the_classes_of_the_modules_it_imports(args: tuple[str, ...]) -> None:
+    assert _lint(*args) == EXPECTED  # base.py has no findings: the folder's report is learner.py's
+
+
+def test_standard_input_sees_the_project_classes() -> None:
+    found = _lint("-", "--stdin-filename", "project_classes/learner.py", stdin=LEARNER.read_text(encoding="utf-8"))
+    assert found == EXPECTED
+
+
+def test_the_fix_loop_sees_the_project_classes() -> None:
+    lint = lint_for_fix(Settings(paths=[str(LEARNER)], codes=set(DEFAULT_CODES)))
+    found, module = lint(LEARNER.read_bytes(), str(LEARNER))
+    assert module is not None
+    assert [(f.line, f.name) for f in found] == EXPECTED
+
+
+def test_the_language_server_lint_sees_the_project_classes() -> None:
+    pytest.importorskip("pygls")
+    from jaxlint.server import lint_job
+
+    found, error = lint_job(LEARNER.read_text(encoding="utf-8"), str(LEARNER),
+                            Settings(paths=[str(LEARNER)], codes=set(DEFAULT_CODES)))
+    assert error is None
+    assert [(f.line, f.name) for f in found] == EXPECTED
