@@ -285,13 +285,15 @@ NONZERO_LIKE = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "uniqu
                           "setdiff1d", "setxor1d"})
 
 # NumPy functions that convert their argument to a NumPy array (fail on tracers).
+# (`np.argmax`, `np.argmin`, `np.cumsum`, `np.cumprod`, `np.round` call the array's own method, which
+# works on a tracer, so they are not here; checked under jit.)
 NUMPY_CONVERTING = frozenset({
     "asarray", "array", "ascontiguousarray", "asanyarray", "copy", "exp", "log", "log1p", "log2", "log10",
     "expm1", "sqrt", "square", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh",
-    "tanh", "abs", "absolute", "sign", "floor", "ceil", "rint", "round", "maximum", "minimum", "add", "subtract",
+    "tanh", "abs", "absolute", "sign", "floor", "ceil", "rint", "maximum", "minimum", "add", "subtract",
     "multiply", "divide", "true_divide", "power", "mod", "clip", "where", "isnan", "isinf", "isfinite",
-    "logical_and", "logical_or", "logical_not", "dot", "matmul", "einsum", "concatenate", "stack", "argmax",
-    "argmin", "sort", "argsort", "cumsum", "cumprod", "diff", "outer", "histogram", "unique", "nonzero",
+    "logical_and", "logical_or", "logical_not", "dot", "matmul", "einsum", "concatenate", "stack",
+    "sort", "argsort", "diff", "outer", "histogram", "unique", "nonzero",
     "allclose", "array_equal", "float32", "float64", "int32", "int64",
 })
 

@@ -53,6 +53,22 @@ def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpre
     return [b.assigned for b in fn.bindings(name)]
 
 
+def _item_function(expr: cst.BaseExpression, per_item: set[str]) -> bool:
+    """Whether a callable expression is a function of the loop's item (`agent.policy`, `vmap(a.act)`):
+    each item brings its own code, so each jitted function is compiled once whatever the loop does."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Attribute):
+            root = n.value
+            while isinstance(root, (cst.Attribute, cst.Subscript)):
+                root = root.value
+            if isinstance(root, cst.Name) and root.value in per_item:
+                return True
+        stack.extend(iter_children(n))
+    return False
+
+
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
     fn = where.function
     taken = set(where.model.root.assigned) | set(where.model.root.defs) | set(where.model.root.imports) | also_taken
@@ -229,9 +245,37 @@ class JitInLoop(Rule):
 
     # ---- visitors ---------------------------------------------------------------------------
 
+    @property
+    def _stored(self) -> set[int]:
+        """Ids of jit calls whose result is stored per loop item (visited before the call itself)."""
+        return self.__dict__.setdefault("_stored_ids", set())
+
+    def visit_Assign(self, node: cst.Assign, where: Where) -> None:
+        """`agent.policy = jax.jit(...)` / `fns[name] = jax.jit(...)` in a loop over agents or names: one
+        jitted function stored per item, built once each (the compile per item cannot be avoided)."""
+        loop = where.loop
+        if loop is None or not isinstance(node.value, cst.Call):
+            return
+        per_item = _bound_in_loop(loop)
+        if not node.value.args or not _item_function(node.value.args[0].value, per_item):
+            return  # `CLIPPERS[t] = jax.jit(lambda x, t=t: ...)`: one function could take `t` as an argument
+        for t in node.targets:
+            target = t.target
+            if isinstance(target, cst.Attribute) and _names_in(target.value) & per_item \
+                    or isinstance(target, cst.Subscript) and _names_in(target) & per_item:
+                self._stored.add(id(node.value))
+
     def visit_Call(self, node: cst.Call, where: Where) -> None:
         loop = where.loop
+        func = node.func
+        if loop is not None and isinstance(func, cst.Attribute) and func.attr.value in ("append", "add") \
+                and len(node.args) == 1:
+            arg = node.args[0].value  # `compiled.append(jax.jit(agent.policy))`: a table being built
+            if isinstance(arg, cst.Call) and arg.args and _item_function(arg.args[0].value, _bound_in_loop(loop)):
+                self._stored.add(id(arg))
         if where.resolve(node.func) not in JIT_LIKE or not node.args:
+            return
+        if id(node) in self._stored:
             return
         first = node.args[0]
         if first.keyword is not None or first.star:

@@ -562,13 +562,18 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
     star = next((p for p in callee.params if p.star == "*"), None)
     kwstar = next((p for p in callee.params if p.star == "**"), None)
     pos = offset
-    for info in args:
+    after_star = False
+    for i, info in enumerate(args):
         is_t = info.traced
         if info.star == "*":
             if is_t:
-                traced.update(p.name for p in positional[pos:] if p.name not in bound)
+                # the positional arguments written after the splat take the last positions it could reach
+                trailing = sum(1 for a in args[i + 1:] if not a.star and a.keyword is None)
+                end = len(positional) if star is not None else max(pos, len(positional) - trailing)
+                traced.update(p.name for p in positional[pos:end] if p.name not in bound)
                 if star:
                     traced.add(star.name)
+            after_star = True
             continue
         if info.star == "**":
             if is_t:  # a mapping splat fills only parameters no other argument of the call names
@@ -580,6 +585,12 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
         if info.keyword is not None:
             p = callee.param(info.keyword)
             target = p.name if p is not None else (kwstar.name if kwstar else None)
+        elif after_star:  # its position depends on the splat's length
+            if is_t:
+                traced.update(p.name for p in positional[pos:] if p.name not in bound)
+                if star:
+                    traced.add(star.name)
+            continue
         elif pos < len(positional):
             target = positional[pos].name
             pos += 1
