@@ -16,6 +16,10 @@ import libcst as cst
 
 from .semantic import ClassFacts, ModuleModel, ProjectClasses
 
+# Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
+_STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b"meta_fields", b"register_static",
+                   b"\"static\": True", b"'static': True")
+
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
                "unused-suppression"}
@@ -26,7 +30,8 @@ class ProjectIndex:
 
     def __init__(self, files: list[str], module_name: Callable[[str], str]) -> None:
         self._module_name = module_name
-        self.by_module: dict[str, Optional[str]] = {module_name(p): p for p in files if p.endswith(".py")}
+        self.given = {module_name(p): p for p in files if p.endswith(".py")}  # the files the run was given
+        self.by_module: dict[str, Optional[str]] = dict(self.given)
         # The folders the files' top-level modules sit in: a module no given file is (pre-commit and
         # the editor pass one file; its base classes live beside it) is looked for there.
         self._roots: list[str] = []
@@ -40,6 +45,7 @@ class ProjectIndex:
             if root not in self._roots:
                 self._roots.append(root)
         self._facts: dict[str, dict[str, ClassFacts]] = {}
+        self._static: Optional[frozenset[str]] = None
 
     def path_of(self, module: str) -> Optional[str]:
         """The project file of a module: a given file, else a module file under the files' roots."""
@@ -73,18 +79,40 @@ class ProjectIndex:
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             return {}
 
+    def static_names(self) -> frozenset[str]:
+        """Names that some pytree class of the project declares static and none declares a leaf (`cache.
+        time_axis` on an object passed around as `Any`). Only files that declare static fields are read."""
+        if self._static is None:
+            static: set[str] = set()
+            data: set[str] = set()
+            # The given files only: modules found beside them (path_of) join by_module while this runs.
+            for mod, path in self.given.items():
+                try:
+                    with open(path, "rb") as f:
+                        raw = f.read()
+                except OSError:
+                    continue
+                if not any(marker in raw for marker in _STATIC_MARKERS):
+                    continue
+                for facts in self.classes(mod).values():
+                    if facts.pytree:
+                        static |= facts.static_fields
+                        data |= facts.fields - facts.static_fields
+            self._static = frozenset(static - data)
+        return self._static
+
     def for_file(self, path: str, source: bytes) -> Optional[ProjectClasses]:
-        """The project's classes as the file at `path` sees them: None when it imports none of them."""
+        """The project's classes as the file at `path` sees them: None when there is nothing to tell."""
         me = self._module_name(path)
         is_pkg = os.path.basename(path) == "__init__.py"
         imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
-        if not imported:
-            return None
-        static: set[str] = set()
+        static = set(self.static_names())
         for mod in imported:
             for facts in self.classes(mod).values():
                 if facts.pytree:
                     static |= facts.static_fields
+        if not imported and not static:
+            return None
 
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)

@@ -323,7 +323,9 @@ class ModuleModel:
         """What a call of a summarised helper returns, given the arguments of this call (a helper called
         with arrays at one site and with configuration at another returns tracers only at the first).
         None when the call runs no summarised helper."""
-        helper = self.summarised_callee(call, values.fn)
+        # not yet traced helpers too: while the tracer is still spreading, a helper's result follows
+        # the arguments it is given, not a guess from them
+        helper = self.summarised_callee(call, values.fn, traced_only=False)
         if helper is None or id(call) in self._calls_busy:
             return None  # (`x = step(x)`: asking about x asks about this call again)
         ref = self.resolve_callable(call.func, values.fn)
@@ -349,7 +351,7 @@ class ModuleModel:
             exprs = [r.value for r in _returns(node.body) if r.value is not None]
         else:
             return None
-        params = params & helper.traced_params
+        params = params - helper.declared_static
         if helper.target is not None and helper.target.transform != "helper":
             params = set(helper.traced_params)  # traced by a transform of its own: its parameters are traced
         key = (id(helper), frozenset(params))
@@ -380,12 +382,14 @@ class ModuleModel:
             self._site_returns[key] = out
         return out
 
-    def summarised_callee(self, call: cst.Call, fn: "FunctionInfo") -> Optional["FunctionInfo"]:
-        """The traced function of this module a call runs, when its summary can answer for it."""
+    def summarised_callee(self, call: cst.Call, fn: "FunctionInfo", traced_only: bool = True
+                          ) -> Optional["FunctionInfo"]:
+        """The function of this module a call runs (a traced one unless `traced_only` is off), when its
+        summary can answer for it."""
         if isinstance(call.func, cst.Call):
             return None
         ref = self.resolve_callable(call.func, fn)
-        if ref is None or not ref.fn.traced or ref.fn is fn or not isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)):
+        if ref is None or (traced_only and not ref.fn.traced) or ref.fn is fn or not isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)):
             return None
         if ref.fn.decorators and any(self.transform_of(d.decorator, ref.fn.parent or self.root) for d in ref.fn.decorators):
             return None  # a transformed function's result is whatever the transform returns

@@ -548,8 +548,33 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
             if isinstance(seq, (cst.List, cst.Tuple)) and not any(isinstance(e, cst.StarredElement) for e in seq.elements):
                 out.extend(one("", None, e.value) for e in seq.elements)
                 continue
+        if a.star == "**":  # `**dict(idx=i, cache=c)` / `**{"idx": i}`: each key is its own keyword argument
+            items = _literal_keywords(a.value, fn)
+            if items is not None:
+                out.extend(one("", key, value) for key, value in items)
+                continue
         out.append(one(str(a.star), a.keyword.value if a.keyword is not None else None, a.value))
     return out
+
+
+def _literal_keywords(expr: cst.BaseExpression, fn: Optional[FunctionInfo]
+                      ) -> Optional[list[tuple[str, cst.BaseExpression]]]:
+    """The keys and values of a mapping written out (`dict(a=x)`, `{"a": x}`), directly or through a
+    local name bound once to one; None otherwise."""
+    if isinstance(expr, cst.Name) and fn is not None and fn.param(expr.value) is None:
+        bound = fn.assigned.get(expr.value, [])
+        if len(bound) != 1 or bound[0] is None or any(
+                isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name)
+                and c.func.value.value == expr.value for c in fn.calls):
+            return None  # rebound, or changed through its methods (`kw.update(...)`)
+        expr = bound[0]
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict" \
+            and all(a.keyword is not None and not a.star for a in expr.args):
+        return [(a.keyword.value, a.value) for a in expr.args]  # type: ignore[union-attr]
+    if isinstance(expr, cst.Dict) and all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                                          and isinstance(e.key.evaluated_value, str) for e in expr.elements):
+        return [(e.key.evaluated_value, e.value) for e in expr.elements]  # type: ignore[union-attr]
+    return None
 
 
 def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
