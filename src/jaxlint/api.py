@@ -47,6 +47,7 @@ class Settings:
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
     trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
     cache_dir: Optional[str] = None  # None: no cache
+    tests_dir: Optional[str] = None  # verdicts recorded by `pytest --jaxlint` (None: not read)
 
     def cache_key(self) -> str:
         """What, besides the file itself, changes a file's static findings."""
@@ -572,13 +573,21 @@ def run(settings: Settings) -> Result:
         results, errors = analyse_files(files, settings, workers)
         follow_across_files(files, results, settings, errors, workers=workers)
     findings = [f for path in files for f in results[path][0]]
-    if settings.verify and findings:
+    if settings.tests_dir and findings:
+        from .testplugin.store import apply as apply_test_verdicts
+
+        apply_test_verdicts(findings, settings.tests_dir)  # a verdict observed in the tests wins
+    pending = [f for f in findings if f.verification.source is None]
+    if settings.verify and pending:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
 
         import sys
 
-        verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(findings) > 5,
+        verify_findings(pending, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
+                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(pending) > 5,
                         cache_dir=settings.cache_dir)
+        for f in pending:
+            if f.verification.status in ("confirmed", "refuted", "unverified"):
+                f.verification.source = "synthesized"
     findings.sort(key=Finding.sort_key)
     return Result(findings, len(files), time.perf_counter() - started, errors)

@@ -115,9 +115,11 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         raise click.UsageError(str(exc)) from None
     settings = _settings(paths, cfg, select, ignore, extend_select, exclude, extend_exclude, force_exclude, verify,
                          verify_timeout, verify_memory, jobs)
+    base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
     if not no_cache:
-        base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
         settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")
+    # Verdicts recorded by `pytest --jaxlint` are evidence, not a cache: read them even with --no-cache.
+    settings.tests_dir = os.path.join(cache_dir or os.path.join(base, ".jaxlint_cache"), "tests")
     try:
         if add_noqa:
             added, errors = add_noqa_comments(settings)

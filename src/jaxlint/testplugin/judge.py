@@ -1,0 +1,64 @@
+"""From what the tests showed at each flagged line to a verdict with its evidence (or none)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ..findings import Verification
+from . import checks
+from .watch import Recorder, Watch, named_transform
+
+
+def _times(n: int) -> str:
+    return f"{n} time{'s' if n != 1 else ''}"
+
+
+def _where(tests: list[str]) -> str:
+    if not tests:
+        return ""
+    more = f" and {len(tests) - 1} more test{'s' if len(tests) > 2 else ''}" if len(tests) > 1 else ""
+    return f" in {tests[0]}{more}"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def judge(w: Watch, rec: Recorder) -> Optional[Verification]:
+    """The verdict the tests support for one finding; None when they showed nothing decisive."""
+    f = w.finding
+    slug = f.name
+    line = f.line
+    traced = sum(w.traced_runs.values())
+    if slug in checks.RAISES and w.raised is not None:
+        exc, test = w.raised
+        return Verification("confirmed", f"{exc} at line {line}" + (f" in {test}" if test else ""))
+    if slug in checks.REFUTED_WHEN_CONCRETE:
+        transform = named_transform(f)
+        kind = checks.transform_kind(transform)
+        through = sum(n for kinds, n in w.traced_runs.items() if kind is None or kind in kinds)
+        if traced and not w.failed_traced_runs and through:
+            via = f" ({through} through `{transform}`)" if transform else ""
+            return Verification("refuted", f"line {line} ran {_times(traced)} under a JAX trace{via} without an "
+                                f"error: the value was concrete there{_where(w.tests)}")
+        return None
+    if slug in checks.TRACE_TIME and traced:
+        detail = f"line {line} ran {_times(traced)} while JAX traced it{_where(w.tests)}"
+        counts = rec.entries.get((os.path.realpath(f.path), w.root or ""))
+        if counts is not None and w.root:
+            detail += (f"; `{w.root}` ran its Python body {_times(counts[0])} under a trace and "
+                       f"{_times(counts[1])} without one (calls served by JAX's compile cache run no Python)")
+        return Verification("confirmed", detail)
+    if slug in checks.RETRACED and w.retraced is not None:
+        passes, traced_passes, test = w.retraced
+        return Verification("confirmed", f"the jit at line {line} ran {passes} times in one call"
+                            f"{' in ' + test if test else ''} and JAX traced its callable anew on {traced_passes} "
+                            "of those passes")
+    if slug in checks.STALE and w.rebound is not None and w.first_trace is not None:
+        old, new, test = w.rebound
+        first = w.first_trace[2]
+        return Verification("confirmed", f"`{w.text}` was {_short(old)} when line {line} was first traced"
+                            f"{' in ' + first if first else ''} and {_short(new)} after "
+                            f"{test or 'the tests'}; code traced before the change keeps the first value")
+    return None
