@@ -65,8 +65,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(PROJECT, root)
     proc = _pytest(root, "--jaxlint")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "jaxlint: 10 findings in 3 files checked" in proc.stdout, proc.stdout
-    assert "jaxlint: 8 confirmed, 1 refuted, 1 without a verdict from these tests" in proc.stdout, proc.stdout
+    assert "jaxlint: 11 findings in 3 files checked" in proc.stdout, proc.stdout
+    assert "jaxlint: 9 confirmed, 1 refuted, 1 without a verdict from these tests" in proc.stdout, proc.stdout
     return root
 
 
@@ -92,6 +92,10 @@ def test_verdicts_from_the_tests_reach_the_next_jaxlint_run(project: Path) -> No
         v = _one(by_line, line, "stale-global")
         assert (v["status"], v["source"]) == ("confirmed", "tests")
         assert v["detail"].startswith("`LEARNING_RATE` was 0.1 when line") and "and 0.5 after" in v["detail"]
+    v = _one(by_line, 63, "prng-key-reuse")
+    assert v == {"status": "confirmed", "source": "tests",
+                 "detail": "`key` reached line 63 holding the key data that line 62 had already consumed in "
+                           f"{TEST}test_noisy_init_shapes: both draw the same numbers"}
     # No test reaches `untested`: its verdict comes from synthesized verification.
     v = _one(by_line, 56, "traced-if")
     assert (v["status"], v["source"]) == ("confirmed", "synthesized")

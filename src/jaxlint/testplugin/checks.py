@@ -36,6 +36,9 @@ TRACE_TIME = frozenset({"print-in-trace", "global-mutation", "impure-call"})
 RETRACED = frozenset({"jit-in-loop"})
 # The module-level name read at the flagged line was rebound after the first trace.
 STALE = frozenset({"stale-global"})
+# The same key data reached the flagged consumer again (after the earlier consumer the rule names, or on
+# a later pass of its loop): confirmed; new key data every time after a consumption: refuted.
+KEY_DATA = frozenset({"prng-key-reuse"})
 # Rules the plugin cannot judge from a test run, and why (reported as "no verdict").
 NOT_BY_TESTS: dict[str, str] = {
     "jit-method-self": "the hazard shows at the call, not at the flagged decorator line",

@@ -34,6 +34,17 @@ def judge(w: Watch, rec: Recorder) -> Optional[Verification]:
     if slug in checks.RAISES and w.raised is not None:
         exc, test = w.raised
         return Verification("confirmed", f"{exc} at line {line}" + (f" in {test}" if test else ""))
+    if slug in checks.KEY_DATA and w.key_reused is not None:
+        where = f" in {w.key_reused}" if w.key_reused else ""
+        if w.first_use > 0:
+            return Verification("confirmed", f"`{w.key}` reached line {line} holding the key data that line "
+                                f"{w.first_use} had already consumed{where}: both draw the same numbers")
+        return Verification("confirmed", f"`{w.key}` held the same key data on two runs of line {line}{where}: "
+                            "each run draws the same numbers")
+    if slug in checks.KEY_DATA and w.key_fresh:
+        after = f"line {w.first_use} or " if w.first_use > 0 else ""
+        return Verification("refuted", f"`{w.key}` held new key data each of the {_times(w.key_fresh)} line {line} "
+                            f"ran after {after}an earlier run had consumed a key{_where(w.tests)}")
     if slug in checks.REFUTED_WHEN_CONCRETE:
         transform = named_transform(f)
         kind = checks.transform_kind(transform)

@@ -38,6 +38,10 @@ class Watch:
     retraced: Optional[tuple[int, int, str]] = None  # jit-in-loop: (passes, passes that traced, test)
     first_trace: Optional[tuple[dict, Any, str]] = None  # stale-global: (module globals, value, test)
     rebound: Optional[tuple[Any, Any, str]] = None  # stale-global: (value at first trace, later value, test)
+    key: Optional[str] = None  # prng-key-reuse: the key's name, and the line that consumed it first (0: a loop)
+    first_use: int = 0
+    key_reused: Optional[str] = None  # prng-key-reuse: the test in which the same key data came back
+    key_fresh: int = 0  # prng-key-reuse: runs of the flagged line with key data not consumed before
 
     def note_test(self, test: str) -> None:
         if test and test not in self.tests:
@@ -50,6 +54,7 @@ class _File:
     starts: dict[int, list[Watch]]  # first line of a finding -> its watches
     spans: dict[int, list[Watch]]  # every line of a finding's span -> its watches
     roots: set[str]  # qualnames whose entries are counted
+    first_uses: dict[int, list[Watch]] = field(default_factory=dict)  # prng-key-reuse: the earlier consumer
     code_lines: dict[int, bool] = field(default_factory=dict)  # id(code) -> holds a flagged line
 
 
@@ -87,10 +92,16 @@ class Recorder:
             if w.root and f.name in checks.TRACE_TIME:
                 rec.roots.add(w.root)
                 self.entries.setdefault((path, w.root), [0, 0])
+            if f.name in checks.KEY_DATA:
+                w.key, w.first_use = _key_and_first_use(lines, f)
+                if w.first_use > 0:
+                    rec.first_uses.setdefault(w.first_use, []).append(w)
+                    rec.starts.setdefault(w.first_use, [])  # so the backends stop there too
         self.test = ""
         self._by_name: dict[str, Optional[_File]] = {}  # co_filename -> file record (None: not watched)
         self._core: Any = None
         self._loops: dict[int, _LoopPass] = {}
+        self._keys: dict[int, tuple[types.FrameType, dict[int, set]]] = {}  # id(frame) -> consumed key data
         self.error: Optional[str] = None  # an internal error that stopped the watching
 
     # ---- lookups the backends share -------------------------------------------------------------
@@ -140,6 +151,8 @@ class Recorder:
             counts[0 if self.trace_kinds() else 1] += 1
 
     def on_line(self, rec: _File, line: int, frame: types.FrameType) -> None:
+        for w in rec.first_uses.get(line, ()):
+            self._consumed(w, frame, fresh_check=False)
         watches = rec.starts.get(line)
         if not watches:
             return
@@ -155,6 +168,27 @@ class Recorder:
                 self._loop_pass(w, frame)
             elif slug in checks.STALE and kinds and w.first_trace is None and w.text in frame.f_globals:
                 w.first_trace = (frame.f_globals, frame.f_globals[w.text], self.test)
+            elif slug in checks.KEY_DATA and w.key:
+                self._consumed(w, frame, fresh_check=True)
+
+    def _consumed(self, w: Watch, frame: types.FrameType, fresh_check: bool) -> None:
+        """Note the key data `w.key` holds as a consumer line starts; at the flagged line, was it consumed?"""
+        fp = _key_fingerprint(_lookup(frame, w.key or ""))
+        if fp is None:
+            return
+        held = self._keys.get(id(frame))
+        if held is None or held[0] is not frame:
+            held = self._keys[id(frame)] = (frame, {})
+        seen = held[1].setdefault(id(w), set())
+        if fresh_check:
+            if fp in seen:
+                if w.key_reused is None:
+                    w.key_reused = self.test
+            elif seen and w.first_use >= 0:
+                # Only a run after a consumption counts as fresh (a loop's first pass proves nothing).
+                w.key_fresh += 1
+                w.note_test(self.test)
+        seen.add(fp)
 
     def on_raise(self, rec: _File, line: int, exc: BaseException) -> None:
         watches = rec.spans.get(line)
@@ -199,6 +233,7 @@ class Recorder:
 
     def end_test(self) -> None:
         self._loops.clear()  # frames of the finished test must not outlive it
+        self._keys.clear()
         self.check_rebound()
         self.test = ""
 
@@ -217,6 +252,59 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # arrays and other values without a single truth value: treat as different
         return False
+
+
+def _key_and_first_use(lines: list[str], f: Finding) -> tuple[Optional[str], int]:
+    """The key a prng-key-reuse finding names, and the line above that consumed it first (0 for a loop).
+
+    The rule's message names both (`key` was already consumed by `jax.random.normal`); the first use is
+    the nearest line above, in the same function, that calls that consumer with that key.
+    """
+    import re
+
+    names = re.findall(r"`([^`]+)`", f.message)
+    if not names or not re.fullmatch(r"[A-Za-z_][\w.]*", names[0]):
+        return None, 0
+    key = names[0]
+    if "already" not in f.message or len(names) < 2:
+        return key, 0
+    callee = names[1] + "("
+    indent = len(lines[f.line - 1]) - len(lines[f.line - 1].lstrip()) if 0 < f.line <= len(lines) else 0
+    for ln in range(f.line - 1, 0, -1):
+        text = lines[ln - 1]
+        stripped = text.lstrip()
+        if stripped.startswith(("def ", "async def ")) and len(text) - len(stripped) < indent:
+            break
+        if callee in text and re.search(rf"\b{re.escape(key)}\b", text):
+            return key, ln
+    return key, -1  # the first consumer was not found: no verdict from key data
+
+
+def _lookup(frame: types.FrameType, dotted: str) -> Any:
+    head, *rest = dotted.split(".")
+    value = frame.f_locals.get(head, frame.f_globals.get(head, _MISSING))
+    for part in rest:
+        value = getattr(value, part, _MISSING)
+    return value
+
+
+def _key_fingerprint(value: Any) -> Optional[tuple]:
+    """The key data of a concrete PRNG key (new-style or a raw uint32 array); None for anything else."""
+    jax = sys.modules.get("jax")
+    core = sys.modules.get("jax._src.core")
+    if jax is None or value is _MISSING or (core is not None and isinstance(value, core.Tracer)):
+        return None
+    try:
+        import numpy as np
+
+        if jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+            value = jax.random.key_data(value)
+        elif not np.issubdtype(value.dtype, np.unsignedinteger):
+            return None
+        arr = np.asarray(value)
+    except Exception:
+        return None
+    return (arr.dtype.str, arr.shape, arr.tobytes())
 
 
 def _names_site(fun_name: str, text: str) -> bool:

@@ -33,3 +33,8 @@ def test_scaled_keeps_the_rate_of_its_first_trace():
     steps.set_rate(0.5)
     second = steps.scaled(jnp.ones(1))
     assert jnp.allclose(first, second) and jnp.allclose(first, 0.1)
+
+
+def test_noisy_init_shapes():
+    weights, bias = steps.noisy_init(jax.random.key(0), (2, 3))
+    assert weights.shape == (2, 3) and bias.shape == (3,)

@@ -56,3 +56,9 @@ def untested(x):
     if x.sum() > 0:
         return x
     return -x
+
+
+def noisy_init(key, shape):
+    weights = jax.random.normal(key, shape)
+    bias = jax.random.uniform(key, shape[-1:])
+    return weights, bias
