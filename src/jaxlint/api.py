@@ -60,6 +60,7 @@ class Result:
     files: int
     seconds: float
     errors: list[str] = field(default_factory=list)  # internal errors, one line each
+    notes: list[str] = field(default_factory=list)  # one-line notices to show once (e.g. verification skipped)
 
 
 class PathError(ValueError):
@@ -572,13 +573,14 @@ def run(settings: Settings) -> Result:
         results, errors = analyse_files(files, settings, workers)
         follow_across_files(files, results, settings, errors, workers=workers)
     findings = [f for path in files for f in results[path][0]]
+    notes: list[str] = []
     if settings.verify and findings:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
 
         import sys
 
-        verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
+        notes = verify_findings(findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
                         jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(findings) > 5,
                         cache_dir=settings.cache_dir)
     findings.sort(key=Finding.sort_key)
-    return Result(findings, len(files), time.perf_counter() - started, errors)
+    return Result(findings, len(files), time.perf_counter() - started, errors, notes)
