@@ -114,6 +114,8 @@ class _Usage:
             call = self.parents.get(parent)
             if isinstance(call, ast.Call) and call.func is parent:
                 return ("obj", {parent.attr: ("call",)})
+            if parent.attr.startswith("__"):
+                return None  # `fn.__name__`, `x.__class__`: any object has these
             return ("obj", {parent.attr: self.of_expr(parent, depth + 1, seen)})
         if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
             return ("seq", [self._target(parent.target, depth, seen)] * 2, True)

@@ -141,6 +141,9 @@ class Observer:
 
     def __init__(self, paths: set[str]) -> None:
         self.paths = paths
+        self.flagged: set[tuple[str, int]] = set()  # lines whose runs under a JAX trace are counted
+        self.tracing: Callable[[], bool] = lambda: False
+        self.traced: dict[tuple[str, int], int] = {}
         self.lines: dict[tuple[str, int], int] = {}
         self.prints: list[tuple[str, int, tuple]] = []
         self._print = builtins.print
@@ -149,6 +152,8 @@ class Observer:
         if event == "line":
             key = (frame.f_code.co_filename, frame.f_lineno)
             self.lines[key] = self.lines.get(key, 0) + 1
+            if key in self.flagged and self.tracing():
+                self.traced[key] = self.traced.get(key, 0) + 1
         return self._local
 
     def _global(self, frame: Any, event: str, arg: Any) -> Optional[Callable]:
@@ -164,6 +169,7 @@ class Observer:
     def run(self, fn: Callable[[], Any]) -> tuple[Optional[BaseException], dict[tuple[str, int], int], list]:
         """Run `fn`; (its exception or None, line counts, prints)."""
         self.lines = {}
+        self.traced = {}
         self.prints = []
         builtins.print = self._printer
         sys.settrace(self._global)
@@ -296,11 +302,13 @@ def _is_method(chain: list[ast.AST], i: int) -> bool:
 class Reached:
     """A flagged function as a runtime object, and how to call it."""
 
-    def __init__(self, obj: Any, node: ast.FunctionDef, instance: Any = None, raw: Any = None) -> None:
+    def __init__(self, obj: Any, node: ast.FunctionDef, instance: Any = None, raw: Any = None,
+                 prebound: bool = False) -> None:
         self.obj = obj  # what to call (a bound method for methods)
         self.node = node
         self.instance = instance  # `self`, for methods
         self.raw = raw  # the class attribute itself (a jit wrapper for a decorated method)
+        self.prebound = prebound  # a test method generated with its parameters: call it with no arguments
 
 
 class Worker:
@@ -333,15 +341,25 @@ class Worker:
         obj: Any = self.mod
         instance: Any = None
         raw: Any = None
+        prebound = False
         for i, node in enumerate(chain):
             name = node.name  # type: ignore[attr-defined]
             if i > 0 and isinstance(chain[i - 1], ast.FunctionDef):
                 obj = self.capture(self.reach(".".join(n.name for n in chain[:i]), variant),  # type: ignore[attr-defined]
                                    node, variant)
                 instance = raw = None
+                prebound = False
                 continue
             holder = obj
             raw = holder.__dict__.get(name) if isinstance(holder, type) else None
+            generated = _generated_test(holder, node) if isinstance(holder, type) and not hasattr(holder, name) \
+                else None
+            if generated is not None:
+                # `@parameterized.parameters(...)` replaced the method by `test_x0`, `test_x1`, …
+                instance = build_instance(holder, self.inputs(variant), method=generated)
+                obj = getattr(instance, generated)
+                prebound = True
+                continue
             if isinstance(obj, Unavailable) or name not in getattr(holder, "__dict__", {}) and not hasattr(holder, name):
                 why = self.failures.get(name) or self.failures.get(chain[0].name)  # type: ignore[attr-defined]
                 raise CannotBuild(f"`{name}` could not be loaded" + (f": {why}" if why else ""))
@@ -354,7 +372,15 @@ class Worker:
                     continue
                 instance = build_instance(holder, self.inputs(variant), method=name)
                 obj = getattr(instance, name)
-        return Reached(obj, chain[-1], instance, raw)  # type: ignore[arg-type]
+        return Reached(obj, chain[-1], instance, raw, prebound)  # type: ignore[arg-type]
+
+    def call_args(self, reached: Reached, inputs: Inputs, statics: set[str] = frozenset()  # type: ignore[assignment]
+                  ) -> tuple[list[Any], dict[str, Any], str]:
+        """Arguments for a call of the reached function (none for a generated test method)."""
+        if reached.prebound:
+            return [], {}, f"{reached.node.name}() as its test parameters give it"
+        return inputs.arguments(reached.node, set(statics),
+                                skip_first=reached.instance is not None and _has_self(reached.node))
 
     def capture(self, outer: Reached, node: ast.AST, variant: int) -> Any:
         """Run the enclosing function until the nested definition `node` exists; return it."""
@@ -378,9 +404,7 @@ class Worker:
                 return local
             return None
 
-        inputs = self.inputs(variant, plain=True)
-        args, kwargs, sig = inputs.arguments(outer.node, set(), skip_first=outer.instance is not None
-                                             and _has_self(outer.node))
+        args, kwargs, sig = self.call_args(outer, self.inputs(variant, plain=True))
         fn = outer.obj
         sys.settrace(glob)
         try:
@@ -485,9 +509,7 @@ class Worker:
                 target["_static_positions"] = [i for i, p in enumerate(params) if p in statics]
                 trace, call, cached = self.callables(reached, target)
                 inputs = self.inputs(variant, batch=batch, plain=plain, lead=1 if target["transform"] == "pmap" else 2)
-                args, kwargs, sig = inputs.arguments(reached.node, statics,
-                                                     skip_first=reached.instance is not None
-                                                     and _has_self(reached.node))
+                args, kwargs, sig = self.call_args(reached, inputs, statics)
             except CannotBuild as e:
                 problem = str(e)
                 if variant + 1 < len(SHAPE_VARIANTS) and "could not build" not in problem:
@@ -813,6 +835,55 @@ class Worker:
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
 
+    # -- nested functions: run the enclosing function as it is and watch the flagged lines --
+    def enclosing(self, qualname: str) -> Optional[str]:
+        """The outermost function a nested definition lives in (`Test.test_x` for `Test.test_x.f`)."""
+        chain = def_chain(self.tree, qualname)
+        if not chain:
+            return None
+        for i, node in enumerate(chain[:-1]):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return ".".join(n.name for n in chain[:i + 1])  # type: ignore[attr-defined]
+        return None
+
+    def observe(self, outer: str, target: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+        """Verdicts from one run of the enclosing function (a test, a `main`) with what it really passes.
+
+        A rule's error raised at the flagged line confirms it; the flagged line running under a JAX
+        trace without one refutes it (for rules that raise), or confirms a trace-time side effect
+        (for a cached transform). Findings the run did not decide are left for the synthesized inputs.
+        """
+        from jax._src import core
+
+        reached = self.reach(outer)
+        args, kwargs, sig = self.call_args(reached, self.inputs(0, plain=True))
+        self.observer.flagged = {(f.get("path", self.path), f["line"]) for f in findings}
+        self.observer.tracing = lambda: not core.trace_state_clean()
+        try:
+            exc, lines, _ = self.observer.run(lambda: reached.obj(*args, **kwargs))
+            traced = dict(self.observer.traced)
+        finally:
+            self.observer.flagged = set()
+        cached = target.get("transform") in JIT_LIKE
+        for f in findings:
+            check = checks.CHECKS[f["name"]]
+            key = (f.get("path", self.path), f["line"])
+            ran, under = lines.get(key, 0), traced.get(key, 0)
+            if check.kind == checks.RAISES:
+                span = range(f["line"], f["end_line"] + 1)
+                here = [fr for fr in traceback.extract_tb(exc.__traceback__)] if exc is not None else []
+                hit = [fr for fr in here if os.path.abspath(fr.filename) == key[0] and fr.lineno in span]
+                if hit and checks.confirms(f["name"], exc):  # type: ignore[arg-type]
+                    self.results.put(f, "confirmed", f"{type(exc).__name__} at line {f['line']} in `{hit[-1].name}` "
+                                     f"while running {sig}, the enclosing function")
+                elif under and not hit and check.refutable:
+                    self.results.put(f, "refuted", f"line {f['line']} ran {under} time{'s' if under != 1 else ''} "
+                                     f"under a JAX trace while running {sig}, without an error")
+            elif check.kind == checks.TRACE_TIME and cached and under and under == ran:
+                self.results.put(f, "confirmed", f"line {f['line']} ran {under} time{'s' if under != 1 else ''} while "
+                                 f"running {sig}, each time under a JAX trace of a cached transform: it does not "
+                                 "run on later calls")
+
     # -- main --
     def group(self, findings: list[dict[str, Any]]) -> tuple[dict[str, tuple[dict, list]], list[dict]]:
         groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
@@ -895,19 +966,31 @@ class Worker:
             self._fenced([f], lambda f=f: self.verify_jit_in_loop(f, loop_exprs[f["idx"]]),
                          "re-creating the jitted callable")
         for root, group in groups.values():
+            outer = self.enclosing(root["qualname"])
+            if outer is not None:
+                self._fenced(group, lambda outer=outer, root=root, group=group: self.observe(outer, root, group),
+                             f"running `{outer}`", final=False)
+                group = [f for f in group if not self.results.has(f)]
+                if not group:
+                    continue
+                self._fenced(group, self.load, "reloading the module")  # the run may have changed its state
             self._fenced(group, lambda root=root, group=group: self.verify_group(root, group),
                          f"tracing `{root['qualname']}`")
 
-    def _fenced(self, group: list[dict[str, Any]], fn: Callable[[], None], what: str) -> None:
+    def _fenced(self, group: list[dict[str, Any]], fn: Callable[[], Any], what: str, final: bool = True) -> None:
+        """Run one step under the time limit; unless `final` is False, a failure is the group's verdict."""
         signal.setitimer(signal.ITIMER_REAL, self.timeout)
         try:
             fn()
         except TimedOut:
-            self.results.rest(group, "unverified", f"{what} took longer than {self.timeout:g} s", retry=True)
+            if final:
+                self.results.rest(group, "unverified", f"{what} took longer than {self.timeout:g} s", retry=True)
         except CannotBuild as exc:
-            self.results.rest(group, "unverified", str(exc))
+            if final:
+                self.results.rest(group, "unverified", str(exc))
         except BaseException as exc:  # noqa: BLE001
-            self.results.rest(group, "unverified", f"verification failed: {error_summary(exc, self.watch)}")
+            if final:
+                self.results.rest(group, "unverified", f"verification failed: {error_summary(exc, self.watch)}")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.settrace(None)
@@ -919,6 +1002,24 @@ class Worker:
 def _has_self(node: ast.FunctionDef) -> bool:
     params = node.args.posonlyargs + node.args.args
     return bool(params) and params[0].arg in ("self", "cls")
+
+
+def _generated_test(cls: type, node: ast.AST) -> Optional[str]:
+    """The name of a method generated from `node` (absl's or pytest-style parameterized tests)."""
+    import inspect
+
+    for klass in cls.__mro__:
+        for attr, value in vars(klass).items():
+            if not callable(value) or attr == node.name:  # type: ignore[attr-defined]
+                continue
+            try:
+                code = getattr(inspect.unwrap(value), "__code__", None)
+            except ValueError:
+                continue
+            if code is not None and code.co_name == node.name and code.co_firstlineno in (  # type: ignore[attr-defined]
+                    node.lineno, _first_line(node)):  # type: ignore[attr-defined]
+                return attr
+    return None
 
 
 def _class_wrapper_of(cls: type, fn: Any) -> Any:
@@ -942,7 +1043,7 @@ def _without_nonlocal(stmt: ast.stmt) -> ast.stmt:
 
     class Strip(ast.NodeTransformer):
         def visit_Nonlocal(self, node: ast.Nonlocal) -> Any:
-            return ast.Pass()
+            return ast.copy_location(ast.Pass(), node)
 
     return Strip().visit(copy.deepcopy(stmt))
 
