@@ -61,6 +61,7 @@ class Result:
     files: int
     seconds: float
     errors: list[str] = field(default_factory=list)  # internal errors, one line each
+    notes: list[str] = field(default_factory=list)  # one-line notices to show once (e.g. verification skipped)
 
 
 class PathError(ValueError):
@@ -573,6 +574,7 @@ def run(settings: Settings) -> Result:
         results, errors = analyse_files(files, settings, workers)
         follow_across_files(files, results, settings, errors, workers=workers)
     findings = [f for path in files for f in results[path][0]]
+    notes: list[str] = []
     if settings.tests_dir and findings:
         from .testplugin.store import apply as apply_test_verdicts
 
@@ -583,11 +585,11 @@ def run(settings: Settings) -> Result:
 
         import sys
 
-        verify_findings(pending, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                        jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(pending) > 5,
-                        cache_dir=settings.cache_dir)
+        notes = verify_findings(pending, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
+                                jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(pending) > 5,
+                                cache_dir=settings.cache_dir)
         for f in pending:
             if f.verification.status in ("confirmed", "refuted", "unverified"):
                 f.verification.source = "synthesized"
     findings.sort(key=Finding.sort_key)
-    return Result(findings, len(files), time.perf_counter() - started, errors)
+    return Result(findings, len(files), time.perf_counter() - started, errors, notes)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from typing import Optional
@@ -113,6 +114,8 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         cfg = load(pyproject)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    # CI cancels with SIGTERM: stop as on Ctrl-C (workers killed, temporary folders removed, exit 130).
+    signal.signal(signal.SIGTERM, _interrupt)
     settings = _settings(paths, cfg, select, ignore, extend_select, exclude, extend_exclude, force_exclude, verify,
                          verify_timeout, verify_memory, jobs)
     base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
@@ -145,6 +148,9 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         result = run(settings)
     except PathError as exc:
         raise click.UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("jaxlint: interrupted", err=True)
+        sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 2
         if verbose:
             traceback.print_exc()
@@ -170,6 +176,8 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
             f.write(text + "\n" if text else "")
     elif text:
         click.echo(text)
+    for note in result.notes:
+        click.echo(f"jaxlint: {note}", err=True)
     for err in result.errors:
         click.echo(f"jaxlint: {err}", err=True)
     if result.errors:
@@ -217,6 +225,10 @@ def rule(name: Optional[str], show_all: bool, fmt: str) -> None:
         click.echo(f"# {cls.name} ({cls.code})\n\n{doc}")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def entry() -> None:
     """The console script: click's own handling, and one line instead of a traceback for anything else."""
     try:
@@ -225,7 +237,7 @@ def entry() -> None:
         raise
     except KeyboardInterrupt:
         click.echo("jaxlint: interrupted", err=True)
-        sys.exit(2)
+        sys.exit(130)
     except Exception as exc:  # noqa: BLE001
         if "--verbose" in sys.argv or "-v" in sys.argv:
             traceback.print_exc()

@@ -16,7 +16,10 @@ class Verification:
     source: Optional[str] = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "detail": self.detail, "source": self.source}
+        out: dict[str, Any] = {"status": self.status, "detail": self.detail}
+        if self.source is not None:  # an addition to SPEC.md's fields, present only with a verdict
+            out["source"] = self.source
+        return out
 
 
 @dataclass

@@ -17,7 +17,39 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..findings import Finding
-from . import checks
+from ..verify import checks
+
+# What the test plugin cannot judge from a test run, beyond the rules never verified by running code.
+NOT_BY_TESTS: dict[str, str] = {
+    **checks.NOT_VERIFIABLE,
+    "jit-method-self": "the hazard shows where the method is called, not at the flagged decorator line",
+}
+
+# What each JAX entry point puts on JAX's trace stack while the function's Python runs.
+ABSTRACT = "abstract"  # jit and friends, lax bodies: values are abstract
+BATCH = "batch"        # vmap
+JVP = "jvp"            # grad and friends: values keep their concrete primal
+_KIND_OF_TRANSFORM: dict[str, str] = {
+    **{t: ABSTRACT for t in ("jit", "pjit", "pmap", "checkpoint", "eval_shape", "make_jaxpr", "flax_jit",
+                             "filter_jit", "shard_map", "scan", "fori_loop", "while_loop", "cond", "switch",
+                             "map", "associative_scan")},
+    "vmap": BATCH,
+    **{t: JVP for t in ("grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "jvp", "vjp", "linearize")},
+}
+# JAX's trace classes (the "stackless" core of jax 0.4.36 and later) and the kind each stands for.
+_KIND_OF_TRACE: dict[str, str] = {"DynamicJaxprTrace": ABSTRACT, "BatchTrace": BATCH, "JVPTrace": JVP,
+                                  "LinearizeTrace": JVP}
+
+
+def transform_kind(transform: Optional[str]) -> Optional[str]:
+    """The trace kind a named transform runs the function under (None: unknown, any trace will do)."""
+    return _KIND_OF_TRANSFORM.get(transform or "")
+
+
+def kind_of(slug: str) -> Optional[str]:
+    """How the shared table verifies a rule (`raises`, `trace-time`, ...); None when tests cannot judge it."""
+    check = checks.check_for(slug)
+    return None if check is None or slug in NOT_BY_TESTS else check.kind
 
 _MISSING = object()
 _TOOL_NAME = "jaxlint"
@@ -33,6 +65,7 @@ class Watch:
     traced_runs: Counter = field(default_factory=Counter)  # frozenset of trace kinds -> runs
     eager_runs: int = 0
     failed_traced_runs: int = 0  # runs under a trace that another exception passed through
+    failed_runs: int = 0  # runs, traced or not, that another exception passed through
     raised: Optional[tuple[str, str]] = None  # (the rule's JAX error, test) — the first seen
     tests: list[str] = field(default_factory=list)  # tests in which the line ran under a trace
     retraced: Optional[tuple[int, int, str]] = None  # jit-in-loop: (passes, passes that traced, test)
@@ -79,7 +112,8 @@ class Recorder:
         self.watches: list[Watch] = []
         self.entries: dict[tuple[str, str], list[int]] = {}  # (path, root) -> [traced entries, eager entries]
         for f in findings:
-            if f.name in checks.NOT_BY_TESTS:
+            kind = kind_of(f.name)
+            if kind is None:
                 continue
             path = os.path.realpath(f.path)
             lines = sources.get(path, [])
@@ -89,10 +123,10 @@ class Recorder:
             rec.starts.setdefault(f.line, []).append(w)
             for ln in range(f.line, max(f.line, f.end_line) + 1):
                 rec.spans.setdefault(ln, []).append(w)
-            if w.root and f.name in checks.TRACE_TIME:
+            if w.root and kind == checks.TRACE_TIME:
                 rec.roots.add(w.root)
                 self.entries.setdefault((path, w.root), [0, 0])
-            if f.name in checks.KEY_DATA:
+            if kind == checks.KEY_REUSE:
                 w.key, w.first_use = _key_and_first_use(lines, f)
                 if w.first_use > 0:
                     rec.first_uses.setdefault(w.first_use, []).append(w)
@@ -134,7 +168,7 @@ class Recorder:
             return frozenset()
         kinds = set()
         while trace is not None:
-            kind = checks.KIND_OF_TRACE.get(type(trace).__name__)
+            kind = _KIND_OF_TRACE.get(type(trace).__name__)
             if kind is not None:
                 kinds.add(kind)
             elif type(trace).__name__ != "EvalTrace":
@@ -163,12 +197,12 @@ class Recorder:
                 w.note_test(self.test)
             else:
                 w.eager_runs += 1
-            slug = w.finding.name
-            if slug in checks.RETRACED:
+            kind = kind_of(w.finding.name)
+            if kind == checks.JIT_IN_LOOP:
                 self._loop_pass(w, frame)
-            elif slug in checks.STALE and kinds and w.first_trace is None and w.text in frame.f_globals:
+            elif kind == checks.STALE and kinds and w.first_trace is None and w.text in frame.f_globals:
                 w.first_trace = (frame.f_globals, frame.f_globals[w.text], self.test)
-            elif slug in checks.KEY_DATA and w.key:
+            elif kind == checks.KEY_REUSE and w.key:
                 self._consumed(w, frame, fresh_check=True)
 
     def _consumed(self, w: Watch, frame: types.FrameType, fresh_check: bool) -> None:
@@ -196,12 +230,13 @@ class Recorder:
             return
         kinds = None
         for w in watches:
-            if checks.expected_error(w.finding.name, exc):
+            if checks.confirms(w.finding.name, exc):
                 if w.raised is None:
                     w.raised = (type(exc).__name__, self.test)
             else:
                 if kinds is None:
                     kinds = self.trace_kinds()
+                w.failed_runs += 1
                 if kinds:
                     w.failed_traced_runs += 1
 

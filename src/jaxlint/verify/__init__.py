@@ -1,19 +1,24 @@
 """The dynamic verification stage: each file's findings are checked by a fenced worker process.
 
-The parent never imports JAX. Per file it starts `python -m jaxlint.verify.worker` in a new session
-(so the whole process group can be killed), in an empty temporary working directory, with a memory
-limit (RLIMIT_AS) and a time limit (per traced function inside the worker, and a hard wall-clock
-limit here). A worker that hangs, crashes, exits or runs out of memory costs only its own verdicts.
+The parent never imports JAX. It starts one `python -m jaxlint.verify.worker --serve` per parallel
+lane; each imports JAX once and forks a child per file, in a new session (so the whole process group
+can be killed), in an empty temporary working directory, with a memory limit (RLIMIT_AS, and the
+resident size watched here) and a time limit (per traced function inside the child, and a hard
+wall-clock limit here). A child that hangs, crashes, exits or runs out of memory costs only its own
+file's verdicts. An interrupt kills every child and server, removes the temporary folders, caches
+nothing and raises `Cancelled`.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Optional
 
@@ -21,17 +26,14 @@ from ..findings import Finding, Verification
 
 # Rules whose findings are never verified by tracing.
 _NOT_RUN = {"syntax-error"}
-_STARTUP_SECONDS = 20.0  # importing JAX in a fresh process, on a busy machine
-
-
-def _limits(memory_mb: int) -> None:  # runs in the child before exec
-    import resource
-
-    # XLA reserves far more address space than it touches, so the address-space limit is only a
-    # backstop; the real limit is the resident size, watched by the parent (_rss_mb).
-    limit = max(memory_mb * 8, 16384) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+_STARTUP_SECONDS = 30.0  # importing JAX (and the preloaded libraries) in a fresh process, on a busy machine
+_FORK_SECONDS = 10.0  # a child's own start: loading the file's module and its imports
+_NO_JAX = "JAX is not installed"
+NO_JAX_NOTE = "verification skipped: install the `verify` extra or pass `--no-verify`"
+# Libraries worth importing once per server rather than once per file, when the files import them.
+_PRELOAD = ("numpy", "scipy", "flax", "flax.linen", "flax.nnx", "equinox", "optax", "haiku", "chex", "numpyro",
+            "jaxtyping", "distrax", "diffrax", "orbax", "absl.testing.absltest", "absl.testing.parameterized",
+            "pytest")
 
 
 def _rss_mb(pid: int) -> float:
@@ -45,9 +47,9 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(pid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -71,16 +73,155 @@ def _job(path: str, findings: list[Finding], timeout: float) -> dict[str, Any]:
         "sys_path": _package_root(path),
         "timeout": timeout,
         "findings": [
-            {"idx": i, "name": f.name, "line": f.line, "column": f.column, "end_line": f.end_line,
-             "function": f.function,
+            {"idx": i, "name": f.name, "path": os.path.abspath(f.path), "line": f.line, "column": f.column,
+             "end_line": f.end_line, "function": f.function,
              "target": f.target.to_json() if f.target is not None else None}
             for i, f in enumerate(findings)
         ],
     }
 
 
-def _run_worker(path: str, findings: list[Finding], timeout: float, memory_mb: int) -> dict[str, dict[str, str]]:
+class Cancelled(Exception):
+    """Verification was interrupted (Ctrl-C, SIGTERM): no verdict, nothing cached."""
+
+
+class _Server:
+    """One long-lived `worker --serve` process: imports JAX once, forks one fenced child per file."""
+
+    def __init__(self, tmp: str, memory_mb: int, preload: list[str], cancel: threading.Event) -> None:
+        self.memory_mb = memory_mb
+        self.cancel = cancel
+        self.child: Optional[int] = None
+        self.nojax: Optional[str] = None
+        self.failed: Optional[str] = None
+        env = dict(os.environ)
+        env.setdefault("JAX_PLATFORMS", "cpu")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jaxlint.verify.worker", "--serve", *preload],
+            cwd=tmp, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            start_new_session=True, text=True, bufsize=1,
+        )
+        _LIVE.add(self)
+        msg = self._read(time.monotonic() + _STARTUP_SECONDS)
+        if msg is None or not msg.get("ready"):
+            if msg is not None and msg.get("nojax"):
+                self.nojax = msg.get("detail", "")
+            self.failed = (msg or {}).get("detail") or "the verification worker did not start"
+            self.close()
+
+    def _read(self, deadline: float) -> Optional[dict[str, Any]]:
+        """The next reply line, or None at the deadline, on cancellation or when the server died."""
+        import select
+
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            if self.cancel.is_set():
+                return None
+            ready, _, _ = select.select([out], [], [], 0.05)
+            if ready:
+                line = out.readline()
+                if not line:
+                    return None
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+            if time.monotonic() > deadline:
+                return None
+
+    def run(self, job_path: str, out_path: str, cwd: str, wall: float) -> Optional[str]:
+        """Verify one file in a fresh child; None, or why the child stopped without finishing."""
+        started = time.monotonic()
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps({"job": job_path, "out": out_path, "cwd": cwd,
+                                              "memory_mb": self.memory_mb}) + "\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            self.failed = "the verification worker stopped"
+            return self.failed
+        msg = self._read(started + 10)
+        if msg is None or "pid" not in msg:
+            self.failed = "the verification worker stopped"
+            return "cancelled" if self.cancel.is_set() else self.failed
+        self.child = int(msg["pid"])
+        import select
+
+        out = self.proc.stdout
+        assert out is not None
+        reason: Optional[str] = None
+        deadline = started + wall
+        while True:
+            if self.cancel.is_set():
+                _kill_group(self.child)
+                self.child = None
+                return "cancelled"
+            ready, _, _ = select.select([out], [], [], 0.05)
+            if ready:
+                line = out.readline()
+                if not line:
+                    self.failed = "the verification worker stopped"
+                    return reason or self.failed
+                code = int(json.loads(line).get("status", 0))
+                self.child = None
+                if reason is None and code != 0:
+                    reason = _exit_reason(code, self.memory_mb)
+                return reason
+            if reason is None and time.monotonic() > deadline:
+                reason = f"the verification worker exceeded its time limit ({wall:.0f} s)"
+                _kill_group(self.child)
+            elif reason is None and _rss_mb(self.child) > self.memory_mb:
+                reason = f"the verification worker exceeded its memory limit ({self.memory_mb} MiB)"
+                _kill_group(self.child)
+
+    def close(self) -> None:
+        if self.child is not None:
+            _kill_group(self.child)
+            self.child = None
+        _kill_group(self.proc.pid)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        _LIVE.discard(self)
+
+
+_LIVE: set[_Server] = set()  # every server still running, so an interrupt can stop them all
+
+
+class _Slot:
+    """One lane of parallel work: a server started on first use and replaced when it dies."""
+
+    def __init__(self, tmp: str, memory_mb: int, preload: list[str], cancel: threading.Event) -> None:
+        self.args = (tmp, memory_mb, preload, cancel)
+        self.server: Optional[_Server] = None
+
+    def get(self) -> _Server:
+        if self.server is None or self.server.failed:
+            if self.server is not None:
+                self.server.close()
+            self.server = _Server(*self.args)
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def _run_worker(path: str, findings: list[Finding], timeout: float, memory_mb: int,
+                slot: Optional[_Slot] = None) -> dict[str, dict[str, Any]]:
     """Verdicts by finding index; missing ones mean the worker died before reaching them."""
+    cancel = slot.args[3] if slot is not None else threading.Event()
     with tempfile.TemporaryDirectory(prefix="jaxlint-verify-") as tmp:
         job_path = os.path.join(tmp, "job.json")
         out_path = os.path.join(tmp, "result.json")
@@ -88,41 +229,23 @@ def _run_worker(path: str, findings: list[Finding], timeout: float, memory_mb: i
         os.mkdir(work)
         with open(job_path, "w", encoding="utf-8") as f:
             json.dump(_job(path, findings, timeout), f)
-        env = dict(os.environ)
-        env.setdefault("JAX_PLATFORMS", "cpu")
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
-        wall = _STARTUP_SECONDS + timeout * (len({id(f.target) for f in findings}) + 1)
+        wall = _FORK_SECONDS + timeout * (len({id(f.target) for f in findings}) + 1)
         started = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxlint.verify.worker", job_path, out_path],
-            cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=lambda: _limits(memory_mb),
-        )
-        reason: Optional[str] = None
-        deadline = started + wall
+        own = slot or _Slot(tmp, memory_mb, [], cancel)
         try:
-            while True:
-                try:
-                    code = proc.wait(timeout=0.05)
-                    if code != 0:
-                        reason = _exit_reason(code, memory_mb)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                if time.monotonic() > deadline:
-                    reason = f"the verification worker exceeded its time limit ({wall:.0f} s)"
-                    break
-                if _rss_mb(proc.pid) > memory_mb:
-                    reason = f"the verification worker exceeded its memory limit ({memory_mb} MiB)"
-                    break
+            server = own.get()
+            if server.nojax is not None:
+                return {str(i): {"status": "not-run", "detail": _NO_JAX, "nojax": True} for i in range(len(findings))}
+            if server.failed:
+                reason: Optional[str] = server.failed
+            else:
+                reason = server.run(job_path, out_path, work, wall)
         finally:
-            _kill_group(proc)  # also reaps anything the user's code forked
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        results: dict[str, dict[str, str]] = {}
+            if slot is None:
+                own.close()
+        if cancel.is_set():
+            raise Cancelled()
+        results: dict[str, dict[str, Any]] = {}
         try:
             with open(out_path, encoding="utf-8") as f:
                 results = json.load(f)
@@ -130,7 +253,7 @@ def _run_worker(path: str, findings: list[Finding], timeout: float, memory_mb: i
             pass
         for i in range(len(findings)):
             if str(i) not in results:
-                results[str(i)] = {"status": "unverified",
+                results[str(i)] = {"status": "unverified", "retry": True,
                                    "detail": reason or f"the verification worker stopped after "
                                                        f"{time.monotonic() - started:.1f} s without a verdict"}
         return results
@@ -170,7 +293,7 @@ def _cache_key(path: str, findings: list[Finding], timeout: float, memory_mb: in
 
 
 def _cached_run(path: str, findings: list[Finding], timeout: float, memory_mb: int,
-                cache_dir: Optional[str]) -> dict[str, dict[str, str]]:
+                cache_dir: Optional[str], slot: Optional[_Slot] = None) -> dict[str, dict[str, Any]]:
     key = _cache_key(path, findings, timeout, memory_mb) if cache_dir else None
     entry = os.path.join(cache_dir, "verdicts", key[:2], key + ".json") if cache_dir and key else None
     if entry is not None:
@@ -181,9 +304,11 @@ def _cached_run(path: str, findings: list[Finding], timeout: float, memory_mb: i
                 return cached
         except (OSError, ValueError):
             pass
-    results = _run_worker(path, findings, timeout, memory_mb)
-    # Only definite outcomes are worth keeping: a time-out on a busy machine should be retried.
-    if entry is not None and not any("time" in r.get("detail", "") for r in results.values()):
+    results = _run_worker(path, findings, timeout, memory_mb, slot)
+    # Only definite outcomes are worth keeping: a time-out or a lost worker on a busy machine, or a
+    # missing JAX, should be tried again next time.
+    if entry is not None and not any(r.get("retry") or r.get("nojax") for r in results.values()):
+        tmp = ""
         try:
             os.makedirs(os.path.dirname(entry), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(entry), suffix=".tmp")
@@ -192,12 +317,41 @@ def _cached_run(path: str, findings: list[Finding], timeout: float, memory_mb: i
             os.replace(tmp, entry)
         except OSError:
             pass
+        except BaseException:  # an interrupt between the write and the rename: no half-written entry
+            if tmp and os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return results
 
 
+def _preload(paths: list[str]) -> list[str]:
+    """The libraries from `_PRELOAD` that the files import (read from their import statements)."""
+    import ast
+
+    wanted: set[str] = set()
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wanted.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                wanted.add(node.module)
+                wanted.update(f"{node.module}.{a.name}" for a in node.names)
+    tops = {w.split(".")[0] for w in wanted}
+    return [m for m in _PRELOAD if m in wanted or (m.split(".")[0] in tops and "." not in m)]
+
+
 def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb: int = 2048, jobs: int = 2,
-                    progress: bool = False, cache_dir: Optional[str] = None) -> None:
-    """Set `verification` on every finding: confirmed / refuted / unverified (with evidence)."""
+                    progress: bool = False, cache_dir: Optional[str] = None) -> list[str]:
+    """Set `verification` on every finding: confirmed / refuted / unverified / not-run (with evidence).
+
+    Returns notes to show once (for example that JAX is not installed). Raises `Cancelled` on an
+    interrupt (KeyboardInterrupt, or SIGTERM turned into one by the caller) after stopping every worker.
+    """
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
         if f.name in _NOT_RUN:
@@ -205,25 +359,76 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
             continue
         by_path.setdefault(f.path, []).append(f)
     if not by_path:
-        return
+        return []
+    notes: list[str] = []
     bar = _Progress(len(by_path)) if progress else None
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(_cached_run, path, group, timeout, memory_mb, cache_dir): group
-                   for path, group in sorted(by_path.items())}
+    cancel = threading.Event()
+    lanes = max(1, min(jobs, len(by_path)))
+    order = sorted(by_path.items(), key=lambda kv: -len(kv[1]))  # the most work first balances the lanes
+    tmp = tempfile.mkdtemp(prefix="jaxlint-verify-")
+    free: list[_Slot] = []
+    slots: list[_Slot] = []
+    lock = threading.Lock()
+    preload = _preload([p for p, _ in order])
+
+    def task(path: str, group: list[Finding]) -> dict[str, dict[str, Any]]:
+        with lock:
+            slot = free.pop() if free else None
+            if slot is None:
+                slot = _Slot(tmp, memory_mb, preload, cancel)
+                slots.append(slot)
+        try:
+            if cancel.is_set():
+                raise Cancelled()
+            return _cached_run(path, group, timeout, memory_mb, cache_dir, slot)
+        finally:
+            with lock:
+                free.append(slot)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=lanes)
+    try:
+        futures = {pool.submit(task, path, group): group for path, group in order}
         for fut in concurrent.futures.as_completed(futures):
             group = futures[fut]
             try:
                 results = fut.result()
+            except Cancelled:
+                raise
             except Exception as exc:  # the parent must survive anything
                 results = {str(i): {"status": "unverified", "detail": f"verification could not run: {exc}"}
                            for i in range(len(group))}
             for i, f in enumerate(group):
                 r = results.get(str(i), {})
+                if r.get("nojax"):
+                    if NO_JAX_NOTE not in notes:
+                        notes.append(NO_JAX_NOTE)
+                    f.verification = Verification("not-run", "")
+                    continue
                 f.verification = Verification(r.get("status", "unverified"), r.get("detail", ""))
             if bar:
                 bar.step()
+    except BaseException:
+        # Ctrl-C or SIGTERM: stop queued work, kill the running children and servers, then let the
+        # lanes (which see `cancel`) remove their temporary folders before we return.
+        cancel.set()
+        for server in list(_LIVE):
+            if server.child is not None:
+                _kill_group(server.child)
+            _kill_group(server.proc.pid)
+        pool.shutdown(wait=True, cancel_futures=True)
+        for slot in slots:
+            slot.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        if bar:
+            bar.done()
+        raise
+    pool.shutdown(wait=True)
+    for slot in slots:
+        slot.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     if bar:
         bar.done()
+    return notes
 
 
 class _Progress:
