@@ -148,7 +148,11 @@ class JaxlintSession:
         by_path: dict[str, list[tuple[Finding, Verification]]] = {}
         counts = {"confirmed": 0, "refuted": 0}
         for w in rec.watches:
-            v = judge(w, rec)
+            try:
+                v = judge(w, rec)
+            except Exception as exc:  # a bug here must not fail the user's session
+                self.lines.append(f"jaxlint: no verdict for {w.finding.path}:{w.finding.line} ({exc})")
+                continue
             if v is None:
                 continue
             v.source = store.SOURCE

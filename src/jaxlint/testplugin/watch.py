@@ -89,6 +89,7 @@ class _File:
     roots: set[str]  # qualnames whose entries are counted
     first_uses: dict[int, list[Watch]] = field(default_factory=dict)  # prng-key-reuse: the earlier consumer
     code_lines: dict[int, bool] = field(default_factory=dict)  # id(code) -> holds a flagged line
+    code_roots: dict[int, bool] = field(default_factory=dict)  # id(code) -> is a counted traced function
 
 
 @dataclass
@@ -178,10 +179,15 @@ class Recorder:
 
     # ---- events ---------------------------------------------------------------------------------
 
+    def is_root(self, rec: _File, code: types.CodeType) -> bool:
+        known = rec.code_roots.get(id(code))
+        if known is None:
+            known = rec.code_roots[id(code)] = _qualname(code) in rec.roots
+        return known
+
     def on_entry(self, rec: _File, code: types.CodeType) -> None:
-        name = _qualname(code)
-        if name in rec.roots:
-            counts = self.entries[(rec.path, name)]
+        if self.is_root(rec, code):
+            counts = self.entries[(rec.path, _qualname(code))]
             counts[0 if self.trace_kinds() else 1] += 1
 
     def on_line(self, rec: _File, line: int, frame: types.FrameType) -> None:
@@ -479,7 +485,7 @@ class MonitoringBackend:
         try:
             if self.rec.holds_flagged_line(rec, code):
                 mon.set_local_events(self.tool, code, mon.get_local_events(self.tool, code) | mon.events.LINE)
-            if rec.roots and _qualname(code) in rec.roots:
+            if rec.roots and self.rec.is_root(rec, code):
                 self.rec.on_entry(rec, code)
                 return None  # keep counting entries of the traced function
         except Exception as exc:
