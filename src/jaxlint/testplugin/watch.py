@@ -392,6 +392,25 @@ class SettraceBackend:
 
     def __init__(self, rec: Recorder) -> None:
         self.rec = rec
+        self._global = self._make_global()
+
+    def _make_global(self) -> Callable:
+        # Called on every Python call in the process: locals only, one dict lookup for unwatched files.
+        by_name = self.rec._by_name
+        file_of = self.rec.file_of
+        missing = _MISSING
+
+        def global_hook(frame: types.FrameType, event: str, arg: Any) -> Optional[Callable]:
+            rec = by_name.get(frame.f_code.co_filename, missing)
+            if rec is None:
+                return None
+            if rec is missing:
+                rec = file_of(frame.f_code.co_filename)
+                if rec is None:
+                    return None
+            return self._enter(rec, frame.f_code)
+
+        return global_hook
 
     def start(self) -> Optional[str]:
         if sys.gettrace() is not None:
@@ -405,11 +424,7 @@ class SettraceBackend:
             sys.settrace(None)
         threading.settrace(None)  # type: ignore[arg-type]
 
-    def _global(self, frame: types.FrameType, event: str, arg: Any) -> Optional[Callable]:
-        code = frame.f_code
-        rec = self.rec.file_of(code.co_filename)
-        if rec is None:
-            return None
+    def _enter(self, rec: _File, code: types.CodeType) -> Optional[Callable]:
         try:
             if rec.roots:
                 self.rec.on_entry(rec, code)
