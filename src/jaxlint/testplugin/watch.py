@@ -135,7 +135,7 @@ class Recorder:
         self.test = ""
         self._by_name: dict[str, Optional[_File]] = {}  # co_filename -> file record (None: not watched)
         self._core: Any = None
-        self._loops: dict[int, _LoopPass] = {}
+        self._loops: dict[tuple[int, int], _LoopPass] = {}  # (id(frame), id(watch)) -> passes
         self._keys: dict[int, tuple[types.FrameType, dict[int, set]]] = {}  # id(frame) -> consumed key data
         self.error: Optional[str] = None  # an internal error that stopped the watching
 
@@ -247,9 +247,9 @@ class Recorder:
                     w.failed_traced_runs += 1
 
     def _loop_pass(self, w: Watch, frame: types.FrameType) -> None:
-        key = id(frame)
+        key = (id(frame), id(w))
         lp = self._loops.get(key)
-        if lp is None or lp.frame is not frame or lp.watch is not w:
+        if lp is None or lp.frame is not frame:
             lp = self._loops[key] = _LoopPass(frame, w)
         lp.passes += 1
 
@@ -257,15 +257,18 @@ class Recorder:
         """JAX finished tracing `fun_name` at top level: credit the jit sites whose frames are live."""
         if not self._loops:
             return
+        live: set[int] = set()
         frame: Optional[types.FrameType] = sys._getframe(1)
         while frame is not None:
-            lp = self._loops.get(id(frame))
-            if lp is not None and lp.frame is frame and _names_site(fun_name, lp.watch.text):
-                lp.traced_passes.add(lp.passes)
-                w = lp.watch
-                if len(lp.traced_passes) >= 2 and (w.retraced is None or len(lp.traced_passes) > w.retraced[1]):
-                    w.retraced = (lp.passes, len(lp.traced_passes), self.test)
+            live.add(id(frame))
             frame = frame.f_back
+        for (frame_id, _), lp in self._loops.items():
+            if frame_id not in live or not _names_site(fun_name, lp.watch.text):
+                continue
+            lp.traced_passes.add(lp.passes)
+            w = lp.watch
+            if len(lp.traced_passes) >= 2 and (w.retraced is None or len(lp.traced_passes) > w.retraced[1]):
+                w.retraced = (lp.passes, len(lp.traced_passes), self.test)
 
     # ---- test boundaries ------------------------------------------------------------------------
 
