@@ -385,6 +385,13 @@ class Inputs:
         if ann == "float":
             return self.array()
         instance = self.instance_by_name(ann)
+        if instance is None and p.annotation is not None:
+            try:  # a dotted annotation (`nnx.Linear`), read in the function's own namespace
+                cls = eval(compile(ast.Expression(p.annotation), "<annotation>", "eval"), {}, self.namespace)
+            except Exception:  # noqa: BLE001 - an annotation that does not evaluate gives no instance
+                cls = None
+            if isinstance(cls, type):
+                instance = build_instance(cls, self, depth=1)
         if instance is not None:
             return instance
         raise CannotBuild(f"could not build inputs for `{name}`: annotation `{ann}` is not an array")

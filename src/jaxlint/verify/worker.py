@@ -23,15 +23,17 @@ import traceback
 import types
 from typing import Any, Callable, Optional
 
+from ..jaxapi import TRANSFORMS
 from . import checks
 from .inputs import SHAPE_VARIANTS, CannotBuild, Inputs, annotation_head, build_instance
 from .slicing import slice_module
 
 # Transforms whose body is traced abstractly and cached (a second call with the same shapes is a hit).
 JIT_LIKE = {"jit", "pjit", "filter_jit", "checkpoint", "remat", "scan", "fori_loop", "while_loop", "cond", "switch",
-            "map", "associative_scan", "custom_jvp", "custom_vjp", "shard_map", "named_call"}
+            "map", "associative_scan", "custom_jvp", "custom_vjp", "shard_map", "named_call"} | {
+    t.kind for t in TRANSFORMS.values() if t.cached} - {"pmap"}
 # Transforms verification applies itself to the flagged function (others are reached through their caller).
-OWN_TRANSFORMS = {"jit", "pjit", "filter_jit", "vmap", "pmap", "grad", "value_and_grad", "call", "helper",
+OWN_TRANSFORMS = {"jit", "pjit", "filter_jit", "flax_jit", "vmap", "pmap", "grad", "value_and_grad", "call", "helper",
                   "filter_vmap", "filter_grad", "filter_value_and_grad"}
 # Transforms that trace a function passed to them inside another function's body: calling the
 # enclosing function is what traces the body.
@@ -46,8 +48,9 @@ class TimedOut(BaseException):
 class _Captured(BaseException):
     """Raised from the line tracer once a nested definition exists in its enclosing frame."""
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, scope: Optional[dict[str, Any]] = None) -> None:
         self.value = value
+        self.scope = scope or {}
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -322,6 +325,7 @@ class Worker:
         self.timeout = float(job.get("timeout", 10.0))
         self.roots: set[str] = set()
         self.current_instance: Any = None
+        self.scope: dict[str, Any] = {}
 
     # -- loading --
     def load(self) -> types.ModuleType:
@@ -331,7 +335,8 @@ class Worker:
         return self.mod
 
     def inputs(self, variant: int = 0, batch: bool = False, plain: bool = False, lead: int = 2) -> Inputs:
-        return Inputs(self.tree, variant, batch=batch, lead=lead, plain_call=plain, namespace=self.mod.__dict__)
+        return Inputs(self.tree, variant, batch=batch, lead=lead, plain_call=plain,
+                      namespace={**self.mod.__dict__, **self.scope})
 
     # -- reaching a function by its qualname --
     def reach(self, qualname: str, variant: int = 0) -> Reached:
@@ -391,10 +396,9 @@ class Worker:
         path = self.path
 
         def local(frame: Any, event: str, arg: Any) -> Any:
-            if event == "line" and frame.f_lineno > end and name in frame.f_locals:
-                raise _Captured(frame.f_locals[name])
-            if event == "return" and name in frame.f_locals:
-                raise _Captured(frame.f_locals[name])
+            if event == "line" and frame.f_lineno > end and name in frame.f_locals \
+                    or event == "return" and name in frame.f_locals:
+                raise _Captured(frame.f_locals[name], dict(frame.f_locals))
             return local
 
         def glob(frame: Any, event: str, arg: Any) -> Any:
@@ -410,6 +414,7 @@ class Worker:
         try:
             fn(*args, **kwargs)
         except _Captured as got:
+            self.scope = got.scope  # names of the enclosing function: classes and values its annotations name
             return got.value
         except (TimedOut, CannotBuild):
             raise
@@ -453,16 +458,16 @@ class Worker:
             return obj, obj, transform in JIT_LIKE
         if not callable(obj):
             raise CannotBuild("the traced object is not callable")
-        if transform in JIT_LIKE:
-            if reached.instance is not None:
-                statics["static_argnums"] = tuple(i - 1 for i in statics["static_argnums"] if i > 0)
-            jitted = jax.jit(obj, **statics) if transform in ("jit", "pjit", "filter_jit") else jax.jit(obj)
-            return (lambda *a, **k: jitted.lower(*a, **k)), jitted, True
         if transform in ("vmap", "pmap"):
             axes = tuple(None if i in target.get("_static_positions", ()) else 0
                          for i in range(len(self._params(reached))))
             mapped = jax.vmap(obj, in_axes=axes) if None in axes else jax.vmap(obj)
             return (lambda *a, **k: jax.eval_shape(mapped, *a, **k)), mapped, False
+        if transform in JIT_LIKE:
+            if reached.instance is not None:
+                statics["static_argnums"] = tuple(i - 1 for i in statics["static_argnums"] if i > 0)
+            jitted = jax.jit(obj, **statics) if transform in ("jit", "pjit", "filter_jit") else jax.jit(obj)
+            return (lambda *a, **k: jitted.lower(*a, **k)), jitted, True
         if transform in ("grad", "value_and_grad"):
             g = jax.grad(obj) if transform == "grad" else jax.value_and_grad(obj)
             return (lambda *a, **k: jax.eval_shape(g, *a, **k)), g, False
@@ -519,6 +524,8 @@ class Worker:
             call_args = (args, kwargs)
             self.current_instance = reached.instance
             self.omitted = inputs.omitted
+            if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
+                break  # only the run under JAX's key-reuse checker is needed
             exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
             if exc is not None and not checks.is_jax_error(exc) and variant + 1 < len(SHAPE_VARIANTS):
                 continue  # maybe the inputs had the wrong rank or kind: try the next candidate
@@ -610,6 +617,11 @@ class Worker:
                     m.__dict__[k] = typed
         jax.config.update("jax_debug_key_reuse", True)
         try:
+            if hasattr(self.current_instance, "setUp"):  # keys a test's setUp made before the patch
+                try:
+                    self.current_instance.setUp()
+                except Exception:  # noqa: BLE001 - the run below reports what is missing
+                    pass
             exc, lines, _ = self.observer.run(fn)
         finally:
             jax.config.update("jax_debug_key_reuse", False)
