@@ -64,6 +64,23 @@ def _package_root(path: str) -> str:
     return folder
 
 
+def _caller(f: Finding) -> Optional[dict[str, Any]]:
+    """For a helper reached only from another file: that traced caller, to be verified through."""
+    import re
+
+    from ..api import module_name
+
+    t = f.target
+    if t is None or t.transform != "helper" or t.root is not None or not t.via:
+        return None
+    m = re.match(r"^(?P<qualname>[\w.<>]+) \((?P<path>.+)\)$", t.via[0])
+    if m is None or not os.path.isfile(m.group("path")):
+        return None
+    caller = m.group("path")
+    return {"qualname": m.group("qualname"), "path": os.path.abspath(caller), "module": module_name(caller),
+            "sys_path": _package_root(caller)}
+
+
 def _job(path: str, findings: list[Finding], timeout: float) -> dict[str, Any]:
     from ..api import module_name
 
@@ -75,7 +92,7 @@ def _job(path: str, findings: list[Finding], timeout: float) -> dict[str, Any]:
         "findings": [
             {"idx": i, "name": f.name, "path": os.path.abspath(f.path), "line": f.line, "column": f.column,
              "end_line": f.end_line, "function": f.function,
-             "target": f.target.to_json() if f.target is not None else None}
+             "target": f.target.to_json() if f.target is not None else None, "caller": _caller(f)}
             for i, f in enumerate(findings)
         ],
     }
@@ -288,7 +305,14 @@ def _cache_key(path: str, findings: list[Finding], timeout: float, memory_mb: in
                     h.update(name.encode() + hashlib.sha256(f.read()).digest())
     except OSError:
         return None
-    h.update(json.dumps(_job(path, findings, timeout)["findings"], sort_keys=True).encode())
+    job = _job(path, findings, timeout)["findings"]
+    for caller in sorted({f["caller"]["path"] for f in job if f.get("caller")}):
+        try:
+            with open(caller, "rb") as fh:
+                h.update(caller.encode() + hashlib.sha256(fh.read()).digest())
+        except OSError:
+            return None
+    h.update(json.dumps(job, sort_keys=True).encode())
     return h.hexdigest()
 
 

@@ -847,6 +847,29 @@ class Worker:
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
 
+    # -- a helper reached from another file: verify it by tracing that caller --
+    def verify_through_caller(self, caller: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+        sub = Worker({"path": caller["path"], "module": caller["module"], "sys_path": caller["sys_path"],
+                      "timeout": self.timeout, "findings": []}, self.results.out_path)
+        sub.results = self.results
+        sub.watch |= self.watch
+        sub.observer = Observer(sub.watch)
+        with open(sub.path, "rb") as fh:
+            sub.tree = ast.parse(fh.read(), sub.path)
+        sub.roots = {caller["qualname"].split(".")[0]}
+        sub.load()
+        outer = sub.enclosing(caller["qualname"])
+        if outer is not None:
+            sub.observe(outer, {"transform": "jit"}, findings)
+            findings = [f for f in findings if not self.results.has(f)]
+            if not findings:
+                return
+            sub.load()
+        reached = sub.reach(caller["qualname"])
+        transform = "jit" if hasattr(reached.obj, "lower") or hasattr(reached.raw, "lower") else "call"
+        sub.verify_group({"qualname": caller["qualname"], "transform": transform, "static_argnums": [],
+                          "static_argnames": []}, findings)
+
     # -- nested functions: run the enclosing function as it is and watch the flagged lines --
     def enclosing(self, qualname: str) -> Optional[str]:
         """The outermost function a nested definition lives in (`Test.test_x` for `Test.test_x.f`)."""
@@ -919,6 +942,11 @@ class Worker:
                     self.results.put(f, "unverified", "the finding is not inside a traced function")
                     continue
                 target = {"qualname": f["function"], "transform": "call", "static_argnums": [], "static_argnames": []}
+            if f.get("caller"):
+                c = f["caller"]
+                key = json.dumps(["caller", c], sort_keys=True)
+                groups.setdefault(key, ({"qualname": c["qualname"], "transform": "caller", "caller": c}, []))[1].append(f)
+                continue
             if target.get("transform") == "helper" and not target.get("root"):
                 via = ", ".join(target.get("via", []))
                 self.results.put(f, "unverified", f"reached from another file ({via}); verification traces only "
@@ -947,6 +975,14 @@ class Worker:
         with open(self.path, "rb") as fh:
             self.tree = ast.parse(fh.read(), self.path)
         groups, loops = self.group(findings)
+        if not groups and not loops:
+            return
+        # Helpers reached from another file first: the caller imports this module as it is, before
+        # the sliced copy below replaces it.
+        for key in [k for k, (root, _) in groups.items() if root["transform"] == "caller"]:
+            root, group = groups.pop(key)
+            self._fenced(group, lambda root=root, group=group: self.verify_through_caller(root["caller"], group),
+                         f"tracing `{root['qualname']}` in {os.path.basename(root['caller']['path'])}")
         if not groups and not loops:
             return
         roots = {g[0]["qualname"].split(".")[0] for g in groups.values()}
