@@ -395,7 +395,11 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
     lock = threading.Lock()
     preload = _preload([p for p, _ in order])
 
+    missing_jax: list[bool] = []  # set once a server found no JAX: the other files need not try
+
     def task(path: str, group: list[Finding]) -> dict[str, dict[str, Any]]:
+        if missing_jax:
+            return {str(i): {"status": "not-run", "detail": _NO_JAX, "nojax": True} for i in range(len(group))}
         with lock:
             slot = free.pop() if free else None
             if slot is None:
@@ -404,7 +408,10 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
         try:
             if cancel.is_set():
                 raise Cancelled()
-            return _cached_run(path, group, timeout, memory_mb, cache_dir, slot)
+            results = _cached_run(path, group, timeout, memory_mb, cache_dir, slot)
+            if any(r.get("nojax") for r in results.values()):
+                missing_jax.append(True)
+            return results
         finally:
             with lock:
                 free.append(slot)

@@ -341,6 +341,9 @@ class Inputs:
 
     def from_spec(self, spec: Optional[Spec], name: str) -> Any:
         if spec is None or spec[0] == "array":
+            if self.plain_call and (name in _COUNT_NAMES or name.startswith(("n_", "num_"))
+                                    or name.endswith(("_size", "_dim", "_len", "_length", "_steps"))):
+                return 3  # a count read from a configuration record
             return self.key() if name in KEY_NAMES else self.array()
         kind = spec[0]
         if kind == "dict":
@@ -432,6 +435,8 @@ class Inputs:
                 instance = build_instance(cls, self, depth=1)
         if instance is not None:
             return instance
+        if spec is not None and spec[0] in ("obj", "dict", "seq"):
+            return self.from_spec(spec, name)  # a configuration object: the fields the body reads
         raise CannotBuild(f"could not build inputs for `{name}`: annotation `{ann}` is not an array")
 
     def key_factory(self) -> Any:

@@ -16,7 +16,6 @@ import ast
 import builtins
 import json
 import os
-import re
 import signal
 import sys
 import traceback
@@ -25,7 +24,7 @@ from typing import Any, Callable, Optional
 
 from ..jaxapi import TRANSFORMS
 from . import checks
-from .inputs import SHAPE_VARIANTS, CannotBuild, Inputs, annotation_head, build_instance
+from .inputs import SHAPE_VARIANTS, CannotBuild, Inputs, build_instance
 from .slicing import slice_module
 
 # Transforms whose body is traced abstractly and cached (a second call with the same shapes is a hit).
@@ -503,6 +502,7 @@ class Worker:
         reached = None
         self.omitted: list[str] = []
         call_args: tuple[list, dict] = ([], {})
+        key_run: Optional[tuple[Optional[BaseException], dict]] = None
         for variant in range(len(SHAPE_VARIANTS)):
             try:
                 reached = self.reach(target["qualname"], variant)
@@ -525,7 +525,12 @@ class Worker:
             self.current_instance = reached.instance
             self.omitted = inputs.omitted
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
-                break  # only the run under JAX's key-reuse checker is needed
+                # Only the run under JAX's key-reuse checker is needed.
+                key_run = self.run_key_reuse(lambda: call(*args, **kwargs))
+                if key_run[0] is not None and not checks.is_jax_error(key_run[0]) \
+                        and variant + 1 < len(SHAPE_VARIANTS):
+                    continue
+                break
             exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
             if exc is not None and not checks.is_jax_error(exc) and variant + 1 < len(SHAPE_VARIANTS):
                 continue  # maybe the inputs had the wrong rank or kind: try the next candidate
@@ -541,7 +546,7 @@ class Worker:
         for f in by_kind.get(checks.RAISES, []) + by_kind.get(checks.METHOD_SELF, []):
             self.classify_error(f, exc, lines, sig)
         if by_kind.get(checks.KEY_REUSE):
-            kexc, klines = self.run_key_reuse(lambda: call(*args, **kwargs))
+            kexc, klines = key_run if key_run is not None else self.run_key_reuse(lambda: call(*args, **kwargs))
             for f in by_kind[checks.KEY_REUSE]:
                 self.classify_key_reuse(f, kexc, klines, sig)
         if by_kind.get(checks.STALE):
