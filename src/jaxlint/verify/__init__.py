@@ -183,6 +183,7 @@ class _Server:
                     self.failed = "the verification worker stopped"
                     return reason or self.failed
                 code = int(json.loads(line).get("status", 0))
+                _kill_group(self.child)  # whatever the user's code forked dies with its file
                 self.child = None
                 if reason is None and code != 0:
                     reason = _exit_reason(code, self.memory_mb)

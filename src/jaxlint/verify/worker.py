@@ -56,6 +56,10 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise TimedOut()
 
 
+class UnavailableName(RuntimeError):
+    """The code used a name whose import or definition failed while the module loaded."""
+
+
 class Unavailable:
     """Stands in for a name whose import or definition failed, so the rest of the module still loads."""
 
@@ -64,7 +68,7 @@ class Unavailable:
         self._reason = reason
 
     def _fail(self, *args: Any, **kwargs: Any) -> Any:
-        raise ImportError(f"`{self._name}` is unavailable: {self._reason}")
+        raise UnavailableName(f"`{self._name}` is unavailable, its import or definition failed: {self._reason}")
 
     __call__ = _fail
 
@@ -76,6 +80,16 @@ class Unavailable:
     def __mro_entries__(self, bases: tuple) -> tuple:
         self._fail()
         return ()
+
+
+# Any use of a stand-in (arithmetic with an array, indexing, iteration, truth) names the failure.
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+            "rshift"):
+    setattr(Unavailable, f"__{_op}__", Unavailable._fail)
+    setattr(Unavailable, f"__r{_op}__", Unavailable._fail)
+for _op in ("getitem", "setitem", "iter", "len", "bool", "neg", "pos", "abs", "float", "int", "index", "array",
+            "jax_array", "enter", "lt", "le", "gt", "ge"):
+    setattr(Unavailable, f"__{_op}__", Unavailable._fail)
 
 
 # ---- evidence ----------------------------------------------------------------------------------
