@@ -13,6 +13,7 @@ import ast
 import collections
 import dataclasses
 import inspect
+import os
 from typing import Any, Optional
 
 ARRAY_NAMES = {"Array", "ndarray", "ArrayLike", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Inexact",
@@ -100,8 +101,8 @@ class _Usage:
         except Exception:  # noqa: BLE001
             return None, None
         code = getattr(inspect.unwrap(obj), "__code__", None) if callable(obj) else None
-        if code is None:
-            return None, None
+        if code is None or f"{os.sep}site-packages{os.sep}" in code.co_filename:
+            return None, None  # only the project's own functions: libraries' usage is not the caller's
         tree = _parsed(code.co_filename)
         if tree is None:
             return None, None
@@ -316,22 +317,22 @@ class Inputs:
         self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
 
     # -- leaves --
-    def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False) -> Any:
+    def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
+              offset: int = 0) -> Any:
         import jax.numpy as jnp
+        import numpy as np
 
         shape, variant_int = SHAPE_VARIANTS[self.variant]
         full = ((self.lead,) if self.batch else ()) + (dims if dims is not None else shape)
-        # Distinct, non-degenerate values per leaf: results must depend on what they read.
+        # Distinct, non-degenerate values per leaf: results must depend on what they read. Built in
+        # NumPy and transferred once: a JAX expression here would compile a kernel per leaf.
         self.counter += 1
-        n = 1
-        for d in full:
-            n *= d
-        values = 0.25 * self.counter + 0.5 + 0.1 * jnp.arange(n).reshape(full)
+        values = 0.25 * self.counter + 0.5 + 0.1 * np.arange(int(np.prod(full))).reshape(full) + offset
         if boolean:
-            return values > 1.0
+            return jnp.asarray(values > 1.0)
         if integer or (variant_int and dims is None):
-            return values.astype(jnp.int32)
-        return values.astype(jnp.float32)
+            return jnp.asarray(values.astype(np.int32))
+        return jnp.asarray(values.astype(np.float32))
 
     def key(self) -> Any:
         import jax
@@ -406,7 +407,7 @@ class Inputs:
         if lit:
             return choice
         if ann == "int":
-            return self.array(integer=True) + 2 if not self.plain_call else 3
+            return self.array(integer=True, offset=2) if not self.plain_call else 3
         if ann == "bool":
             return self.array(boolean=True)
         if ann in ("str",):

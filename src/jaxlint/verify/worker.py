@@ -1169,6 +1169,29 @@ def run_job(job_path: str, out_path: str) -> None:
         worker.results.save()
 
 
+def run_batch(jobs: list[dict[str, str]]) -> None:
+    """Verify several files one after the other in this process (JAX's backend started once).
+
+    After each file its `done` marker is written, so the parent can time and blame each file; the
+    project's own modules a file loaded are forgotten, so the next file loads them afresh.
+    """
+    import jax
+
+    baseline = set(sys.modules)
+    for job in jobs:
+        os.chdir(job["cwd"])
+        run_job(job["job"], job["out"])
+        for name in [n for n in sys.modules if n not in baseline]:
+            where = getattr(sys.modules[name], "__file__", None) or ""
+            if f"{os.sep}site-packages{os.sep}" not in where:
+                del sys.modules[name]
+        jax.config.update("jax_debug_key_reuse", False)
+        jax.config.update("jax_enable_x64", False)
+        jax.clear_caches()
+        with open(job["out"] + ".done", "w"):
+            pass
+
+
 def _limits(memory_mb: int) -> None:
     import resource
 
@@ -1210,6 +1233,13 @@ def serve(preload: list[str]) -> None:
     if getattr(xla_bridge, "_backends", None):  # a preloaded library started XLA: forking it is unsafe
         _reply(out, {"ready": False, "detail": "a preloaded library initialised XLA"})
         return
+    # Modules every child needs for its first lowering: imported here once, not once per child.
+    for name in ("jax._src.interpreters.mlir", "jax._src.interpreters.pxla", "jax._src.compiler",
+                 "jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.stablehlo", "jaxlib.mlir.dialects.func"):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
     _reply(out, {"ready": True})
     for line in sys.stdin:
         req = json.loads(line)
@@ -1217,11 +1247,10 @@ def serve(preload: list[str]) -> None:
         if pid == 0:
             try:
                 os.setsid()
-                os.chdir(req["cwd"])
                 _limits(int(req["memory_mb"]))
                 os.dup2(devnull, 0)
                 os.dup2(devnull, 2)
-                run_job(req["job"], req["out"])
+                run_batch(req["jobs"])
             finally:
                 os._exit(0)  # skip interpreter shutdown: the user's threads or atexit hooks must not hang us
         _reply(out, {"pid": pid})
