@@ -23,9 +23,8 @@ import time
 from typing import Any, Optional
 
 from ..findings import Finding, Verification
+from .checks import check_for
 
-# Rules whose findings are never verified by tracing.
-_NOT_RUN = {"syntax-error"}
 _STARTUP_SECONDS = 30.0  # importing JAX (and the preloaded libraries) in a fresh process, on a busy machine
 _FORK_SECONDS = 10.0  # a file's own start in its child: loading its module and its imports
 _BATCH = 8  # files per child at most
@@ -407,7 +406,7 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
     """
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.name in _NOT_RUN:
+        if check_for(f.name) is None:  # never verified by running code (checks.NOT_VERIFIABLE)
             f.verification = Verification("not-run", "")
             continue
         by_path.setdefault(f.path, []).append(f)
