@@ -306,6 +306,7 @@ def run_batch(jobs: list[dict[str, str]]) -> None:
     import jax
 
     baseline = set(sys.modules)
+    x64 = bool(jax.config.jax_enable_x64)  # as the environment set it, for every file
     for job in jobs:
         os.chdir(job["cwd"])
         run_job(job["job"], job["out"])
@@ -314,7 +315,7 @@ def run_batch(jobs: list[dict[str, str]]) -> None:
             if f"{os.sep}site-packages{os.sep}" not in where:
                 del sys.modules[name]
         jax.config.update("jax_debug_key_reuse", False)
-        jax.config.update("jax_enable_x64", False)
+        jax.config.update("jax_enable_x64", x64)
         jax.clear_caches()
         with open(job["out"] + ".done", "w"):
             pass
