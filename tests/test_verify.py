@@ -110,7 +110,7 @@ def test_fences_cost_only_the_verdict(name: str, words: tuple[str, ...]) -> None
 
 
 def test_a_missing_test_only_import_does_not_sink_the_other_definitions() -> None:
-    path = DATA / "test_only_import_missing.py"
+    path = DATA / "missing_test_helper.py"
     line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "if x > 0" in t)
     f = _finding(path, line)
     verify_findings([f], timeout=20)
