@@ -305,7 +305,8 @@ def run_batch(jobs: list[dict[str, str]]) -> None:
     """
     import jax
 
-    baseline = set(sys.modules)
+    baseline = dict(sys.modules)
+    path = list(sys.path)
     x64 = bool(jax.config.jax_enable_x64)  # as the environment set it, for every file
     for job in jobs:
         os.chdir(job["cwd"])
@@ -314,6 +315,8 @@ def run_batch(jobs: list[dict[str, str]]) -> None:
             where = getattr(sys.modules[name], "__file__", None) or ""
             if f"{os.sep}site-packages{os.sep}" not in where:
                 del sys.modules[name]
+        sys.modules.update(baseline)  # preloaded libraries a file's own package copy displaced
+        sys.path[:] = path
         jax.config.update("jax_debug_key_reuse", False)
         jax.config.update("jax_enable_x64", x64)
         jax.clear_caches()
