@@ -41,3 +41,37 @@ def test_try_repo_fails_then_passes(tmp_path: Path) -> None:
     _git(repo, "commit", "-q", "-am", "fix")
     second = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stdout + second.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_try_repo_checks_notebooks(tmp_path: Path) -> None:
+    """The hooks declare `types_or: [python, jupyter]`: pre-commit hands them notebooks too."""
+    import json
+
+    pytest.importorskip("pre_commit")
+    if not (ROOT / ".git").exists():
+        pytest.skip("the project is not a git checkout")
+    repo = tmp_path / "user-repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    nb = repo / "explore.ipynb"
+
+    def write(source: list[str]) -> None:
+        cell = {"cell_type": "code", "execution_count": None, "id": "a1", "metadata": {}, "outputs": [],
+                "source": source}
+        nb.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1))
+
+    write(["%matplotlib inline\n", "import jax\n", "\n", "@jax.jit\n", "def step(x):\n", "    if x > 0:\n",
+           "        return x\n", "    return -x"])
+    _git(repo, "add", "explore.ipynb")
+    _git(repo, "commit", "-q", "-m", "notebook")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pc-home")}
+    cmd = [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "jaxlint", "--all-files"]
+    first = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "explore.ipynb:cell 1:6:5: JL101 [traced-if]" in first.stdout
+    write(["%matplotlib inline\n", "import jax\n", "import jax.numpy as jnp\n", "\n", "@jax.jit\n", "def step(x):\n",
+           "    return jnp.where(x > 0, x, -x)"])
+    _git(repo, "commit", "-q", "-am", "fix")
+    second = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stdout + second.stderr

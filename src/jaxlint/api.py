@@ -22,6 +22,7 @@ from .positions import node_spans
 from .rules import ALL_CODES, RULES, SYNTAX_ERROR
 from .rules.base import Rule
 from .suppress import is_suppressed
+from .notebook import NotebookError, is_notebook, load as load_notebook, to_cells
 
 if TYPE_CHECKING:
     from .fix import FixResult
@@ -32,6 +33,9 @@ SKIP_DIRS = frozenset(
         ".pytest_cache", ".ruff_cache", ".jaxlint_cache", "node_modules", ".eggs", "site-packages",
     }
 )
+
+
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 
 
 @dataclass
@@ -47,6 +51,14 @@ class Settings:
     per_file_ignores: dict[str, set[str]] = field(default_factory=dict)  # glob -> codes
     trace_decorators: list[str] = field(default_factory=list)  # qualified names that act like jax.jit
     cache_dir: Optional[str] = None  # None: no cache
+    # File names that folders are walked for (fnmatch on the name, or on the path when a pattern has
+    # a `/`); files named explicitly are always checked.
+    include: list[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    # Contents that stand in for files (an unsaved buffer read from stdin), by path as given.
+    sources: dict[str, bytes] = field(default_factory=dict)
+    # Files analysed only so that calls between them and `paths` are followed; their findings are not
+    # reported (the rest of a buffer's package).
+    context: list[str] = field(default_factory=list)
     tests_dir: Optional[str] = None  # verdicts recorded by `pytest --jaxlint` (None: not read)
 
     def cache_key(self) -> str:
@@ -83,8 +95,21 @@ def _excluded(path: str, patterns: list[str]) -> bool:
     return False
 
 
-def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False) -> list[str]:  # type: ignore[assignment]
-    """The Python files to check, each once, in a stable order. Raises PathError for a missing path."""
+def _included(path: str, patterns: Iterable[str]) -> bool:
+    norm = path.replace(os.sep, "/")
+    name = norm.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(norm if "/" in p else name, p) or ("/" in p and fnmatch.fnmatch(norm, f"*/{p}"))
+               for p in patterns)
+
+
+def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False,  # type: ignore[assignment]
+             include: Iterable[str] = DEFAULT_INCLUDE, present: Iterable[str] = ()) -> list[str]:
+    """The Python files and notebooks to check, each once, in a stable order.
+
+    Raises PathError for a missing path, unless it is in `present` (a buffer that stands in for it).
+    """
+    include = list(include)
+    present = set(present)
     seen: set[str] = set()
     out: list[str] = []
 
@@ -95,6 +120,10 @@ def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool 
             out.append(p)
 
     for given in paths:
+        if given in present and not os.path.isdir(given):
+            if not (force_exclude and _excluded(os.path.normpath(given), list(exclude))):
+                add(given)
+            continue
         if not os.path.lexists(given):
             raise PathError(f"path `{given}` does not exist")
         if os.path.isdir(given):
@@ -106,9 +135,9 @@ def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool 
                     and not _excluded(os.path.normpath(os.path.join(root, d)), list(exclude))
                 )
                 for name in sorted(files):
-                    if not name.endswith(".py"):
-                        continue
                     p = os.path.normpath(os.path.join(root, name))
+                    if not _included(p, include):
+                        continue
                     if _excluded(p, list(exclude)) or not os.path.isfile(p):
                         continue
                     add(p)
@@ -118,6 +147,30 @@ def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool 
                 continue
             add(p)
     return out
+
+
+def buffer_context(path: str, include: Iterable[str] = DEFAULT_INCLUDE) -> list[str]:
+    """The files around a buffer named `path` that cross-file following reads: its whole top-level
+    package when it is in one, else the modules beside it (which it imports by their bare names)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return []
+    top = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        top, folder = folder, os.path.dirname(folder)
+    if top is not None:
+        return [_relative(top)]
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [_relative(os.path.join(folder, n)) for n in names
+            if n.endswith(".py") and os.path.isfile(os.path.join(folder, n)) and _included(n, include)]
+
+
+def _relative(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
 
 
 # ---- one file ---------------------------------------------------------------------------------
@@ -179,6 +232,8 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
     if paused:
         gc.disable()
     try:
+        if is_notebook(path):
+            return _analyse_notebook(source, path, codes, trace_decorators, external)
         return _analyse(source, path, codes, trace_decorators, external)
     finally:
         if paused:
@@ -200,6 +255,22 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
         return _only_if(codes, _syntax_finding(
             path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")), []
     return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external)
+
+
+def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
+                      external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
+    """A notebook's code cells analysed as one module; positions in (cell, line within the cell)."""
+    codes = set(ALL_CODES) if codes is None else codes
+    raw = source.encode("utf-8") if isinstance(source, str) else source
+    try:
+        nb = load_notebook(raw)
+    except NotebookError as exc:
+        return _only_if(codes, _syntax_finding(path, 1, 1, f"Cannot read the notebook: {exc}; the file was not checked.")), []
+    broken = [dataclasses.replace(_syntax_finding(path, e.line, e.column, e.message), cell=e.cell) for e in nb.errors]
+    found, calls = _analyse(nb.text, path, codes, trace_decorators, external) if nb.cells else ([], [])
+    found = to_cells(nb, found) + [f for f in broken if f.code in codes]
+    found.sort(key=Finding.sort_key)
+    return found, calls
 
 
 def _only_if(codes: set[str], finding: Finding) -> list[Finding]:
@@ -228,18 +299,23 @@ def fix_paths(settings: "Settings", unsafe: bool, write: bool) -> tuple[list["Fi
     lint = lint_for_fix(settings)
     results: list[FixResult] = []
     errors: list[str] = []
-    for path in discover(settings.paths, settings.exclude, settings.force_exclude):
-        data, err = _read(path)
+    for path in _discover(settings):
+        data, err = _read(path, settings.sources)
         if data is None:
             continue
         try:
-            res = fix_source(data, path, lint, unsafe=unsafe)
+            if is_notebook(path):
+                res = _fix_notebook(data, path, lint, unsafe)
+                if res is None:
+                    continue
+            else:
+                res = fix_source(data, path, lint, unsafe=unsafe)
         except Exception as exc:  # never write a half-fixed file
             errors.append(f"could not fix {path}: {type(exc).__name__}: {exc}")
             continue
         if not res.changed:
             continue
-        if write:
+        if write and path not in settings.sources:
             try:
                 write_atomic(path, res.fixed, expected_original=data)
             except (FileChanged, OSError) as exc:
@@ -247,6 +323,27 @@ def fix_paths(settings: "Settings", unsafe: bool, write: bool) -> tuple[list["Fi
                 continue
         results.append(res)
     return results, errors
+
+
+def _fix_notebook(data: bytes, path: str, lint: "Callable[[bytes, str], tuple[list[Finding], Optional[cst.Module]]]",
+                  unsafe: bool) -> "Optional[FixResult]":
+    """Fix a notebook's joined cells, then write the changed cells back into its JSON."""
+    from .fix import fix_source
+    from .notebook import split_cells, write_sources
+
+    try:
+        nb = load_notebook(data)
+    except NotebookError:
+        return None  # reported by the lint run as a finding
+    res = fix_source(nb.text.encode("utf-8"), path, lint, unsafe=unsafe)
+    if not res.changed:
+        return None
+    changed = split_cells(nb, res.fixed.decode("utf-8"))
+    return dataclasses.replace(res, original=data, fixed=write_sources(data, nb, changed))
+
+
+def _discover(settings: Settings) -> list[str]:
+    return discover(settings.paths, settings.exclude, settings.force_exclude, settings.include, settings.sources)
 
 
 def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
@@ -262,16 +359,26 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
     added = 0
     errors = list(result.errors)
     for path, found in sorted(by_path.items()):
-        data, err = _read(path)
-        if data is None:
-            continue
-        new, count = add_ignore_comments(data, found)
-        if count == 0:
+        data, err = _read(path, settings.sources)
+        if data is None or path in settings.sources:
             continue
         try:
-            cst.parse_module(new)
+            if is_notebook(path):
+                from .notebook import split_cells, write_sources
+
+                nb = load_notebook(data)
+                lines = [dataclasses.replace(f, line=nb.module_line(f.cell, f.line), cell=None) for f in found]
+                text, count = add_ignore_comments(nb.text.encode("utf-8"), lines)
+                cst.parse_module(text)
+                new = write_sources(data, nb, split_cells(nb, text.decode("utf-8"))) if count else data
+            else:
+                new, count = add_ignore_comments(data, found)
+                if count:
+                    cst.parse_module(new)
+            if count == 0:
+                continue
             write_atomic(path, new, expected_original=data)
-        except (FileChanged, OSError, cst.ParserSyntaxError) as exc:
+        except (FileChanged, OSError, cst.ParserSyntaxError, ValueError) as exc:
             errors.append(f"could not add suppressions to {path}: {exc}")
             continue
         added += count
@@ -345,7 +452,9 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     return findings, calls
 
 
-def _read(path: str) -> tuple[Optional[bytes], Optional[str]]:
+def _read(path: str, sources: Optional[dict[str, bytes]] = None) -> tuple[Optional[bytes], Optional[str]]:
+    if sources and path in sources:
+        return sources[path], None
     try:
         with open(path, "rb") as f:
             return f.read(), None
@@ -365,7 +474,7 @@ def codes_for(path: str, settings: Settings) -> set[str]:
 def _analyse_file(path: str, settings: Settings, external: Optional[list[ExternalCall]] = None
                   ) -> tuple[list[Finding], list[ExternalCall], Optional[str]]:
     """(findings, calls into other modules, internal error) for one file; never raises."""
-    data, err = _read(path)
+    data, err = _read(path, settings.sources)
     if data is None:
         return [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], [], None
     cache = Cache(settings.cache_dir) if settings.cache_dir else None
@@ -529,7 +638,7 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
                         settings: Settings, errors: list[str], rounds: int = 6,
                         workers: Optional[_Workers] = None) -> None:
     """Re-analyse modules whose functions are called from traced code in other files of the project."""
-    by_module = {module_name(p): p for p in files}
+    by_module = {module_name(p): p for p in files if not is_notebook(p)}  # a notebook is never imported
     seeds: dict[str, dict[tuple, ExternalCall]] = {}
     pending = list(files)
     for _ in range(rounds):
@@ -569,25 +678,34 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
 def run(settings: Settings) -> Result:
     """Lint (and verify) the configured paths."""
     started = time.perf_counter()
-    files = discover(settings.paths, settings.exclude, settings.force_exclude)
+    files = _discover(settings)
+    context: list[str] = []
+    if settings.context:
+        known = {os.path.realpath(p) for p in files}
+        context = [p for p in discover(settings.context, settings.exclude, True, settings.include)
+                   if os.path.realpath(p) not in known]
     with _Workers(settings) as workers:
-        results, errors = analyse_files(files, settings, workers)
-        follow_across_files(files, results, settings, errors, workers=workers)
+        results, errors = analyse_files(files + context, settings, workers)
+        follow_across_files(files + context, results, settings, errors, workers=workers)
     findings = [f for path in files for f in results[path][0]]
     notes: list[str] = []
     if settings.tests_dir and findings:
         from .testplugin.store import apply as apply_test_verdicts
 
-        apply_test_verdicts(findings, settings.tests_dir)  # a verdict observed in the tests wins
+        # A verdict observed in the tests wins; keyed on the content analysed (a buffer's, not the disk's).
+        apply_test_verdicts(findings, settings.tests_dir, lambda p: _read(p, settings.sources)[0])
     pending = [f for f in findings if f.verification.source is None]
     if settings.verify and pending:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
+        from .notebook import VerifyCopies
 
         import sys
 
-        notes = verify_findings(pending, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                                jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(pending) > 5,
-                                cache_dir=settings.cache_dir)
+        # Notebooks and buffers are verified through a .py copy of what was analysed.
+        with VerifyCopies(pending, lambda p: _read(p, settings.sources)[0], settings.sources) as copies:
+            notes = verify_findings(copies.findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
+                                    jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(pending) > 5,
+                                    cache_dir=settings.cache_dir)
         for f in pending:
             if f.verification.status in ("confirmed", "refuted", "unverified"):
                 f.verification.source = "synthesized"

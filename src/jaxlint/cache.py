@@ -100,7 +100,8 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
     target = TraceTarget.from_json(t) if t is not None else None
     fix = Fix(**d["fix"]) if d.get("fix") else None
     return Finding(d["path"], d["line"], d["column"], d["end_line"], d["end_column"], d["code"], d["name"],
-                   d["message"], d["function"], Verification(**d["verification"]), fix, target)
+                   d["message"], d["function"], Verification(**d["verification"]), fix, target,
+                   cell=d.get("cell"))
 
 
 def _call_to_json(c: ExternalCall) -> dict[str, Any]:

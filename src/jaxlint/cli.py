@@ -10,7 +10,7 @@ from typing import Optional
 import click
 
 from . import __version__
-from .api import PathError, Settings, add_noqa as add_noqa_comments, fix_paths, run
+from .api import DEFAULT_INCLUDE, PathError, Settings, buffer_context, add_noqa as add_noqa_comments, fix_paths, run
 from .fix import unified_diff
 from .config import Config, ConfigError, find_pyproject, load
 from .report import statistics, to_github, to_json, to_sarif, to_text, visible
@@ -60,6 +60,7 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
         jobs=jobs or os.cpu_count() or 1,
         per_file_ignores=per_file,
         trace_decorators=list(cfg.extend_trace_decorators),
+        include=list(cfg.include if cfg.include is not None else DEFAULT_INCLUDE) + list(cfg.extend_include),
     )
 
 
@@ -95,18 +96,25 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Use this pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option("--verbose", "-v", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option("--stdin-filename", metavar="PATH", default=None,
+              help="With `-`: the file that standard input holds, for messages, configuration, per-file ignores "
+                   "and cross-file following.")
 @click.version_option(__version__, "--version", prog_name="jaxlint")
 def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optional[str],
           extend_select: Optional[str], exclude: Optional[str], extend_exclude: Optional[str], force_exclude: bool,
           verify: Optional[bool], verify_timeout: Optional[float], verify_memory: Optional[int], jobs: Optional[int],
           no_cache: bool, cache_dir: Optional[str], fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, show_links: bool, exit_zero: bool,
           output_file: Optional[str],
-          config_path: Optional[str], isolated: bool, verbose: bool) -> None:
+          config_path: Optional[str], isolated: bool, verbose: bool, stdin_filename: Optional[str]) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
     Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
     `jaxlint rule NAME` explains a rule; `jaxlint rule --all` lists them.
     """
+    stdin_name = _stdin_name(paths, stdin_filename, add_noqa)
+    output_to_stderr = False
+    if stdin_name is not None:
+        paths = (stdin_name,)
     try:
         if config_path is not None and not os.path.isfile(config_path):
             raise click.UsageError(f"--config: file `{config_path}` does not exist.")
@@ -123,6 +131,9 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")
     # Verdicts recorded by `pytest --jaxlint` are evidence, not a cache: read them even with --no-cache.
     settings.tests_dir = os.path.join(cache_dir or os.path.join(base, ".jaxlint_cache"), "tests")
+    if stdin_name is not None:
+        settings.sources = {stdin_name: click.get_binary_stream("stdin").read()}
+        settings.context = buffer_context(stdin_name, settings.include) if stdin_name != "-" else []
     try:
         if add_noqa:
             added, errors = add_noqa_comments(settings)
@@ -134,6 +145,12 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
             fixes, errors = fix_paths(settings, unsafe=unsafe_fixes, write=fix and not show_diff)
             for err in errors:
                 click.echo(f"jaxlint: {err}", err=True)
+            if fix and not show_diff and stdin_name is not None:
+                # Ruff's convention: the fixed buffer on stdout, the findings left on stderr.
+                fixed = fixes[0].fixed if fixes else settings.sources[stdin_name]
+                click.get_binary_stream("stdout").write(fixed)
+                settings.sources = {stdin_name: fixed}
+                output_to_stderr = True
             if show_diff:
                 for res in fixes:
                     click.echo(unified_diff(res), nl=False)
@@ -161,13 +178,14 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
     if fmt == "json":
         text = to_json(result.findings, result.files, result.seconds)
     elif fmt == "sarif":
-        text = to_sarif(shown, os.getcwd())
+        text = to_sarif(shown, os.getcwd(), sources=settings.sources)
     elif fmt == "github":
-        text = to_github(shown)
+        text = to_github(shown, sources=settings.sources)
     else:
         plain = output_file is not None
         style = (lambda s, **_: s) if plain else click.style
-        text = to_text(shown, result.files, verified=settings.verify, style=style, show_links=show_links)
+        text = to_text(shown, result.files, verified=settings.verify, style=style, show_links=show_links,
+                       sources=settings.sources)
     if show_stats and fmt == "text":
         stats = statistics(shown)
         text = (stats + "\n" + text) if stats else text
@@ -175,7 +193,7 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         with open(output_file, "w", encoding="utf-8") as f:
             f.write(text + "\n" if text else "")
     elif text:
-        click.echo(text)
+        click.echo(text, err=output_to_stderr)
     for note in result.notes:
         click.echo(f"jaxlint: {note}", err=True)
     for err in result.errors:
@@ -184,6 +202,19 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         sys.exit(2)
     counted = [f for f in result.findings if f.verification.status != "refuted"]
     sys.exit(0 if exit_zero or not counted else 1)
+
+
+def _stdin_name(paths: tuple[str, ...], stdin_filename: Optional[str], add_noqa: bool) -> Optional[str]:
+    """The name standard input goes by when the file is read from it (`-`), else None."""
+    if "-" not in paths and not (stdin_filename is not None and not paths):
+        if stdin_filename is not None:
+            raise click.UsageError("--stdin-filename names the file read from standard input; pass `-` instead of paths.")
+        return None
+    if any(p != "-" for p in paths):
+        raise click.UsageError("`-` (read the file from standard input) cannot be combined with other paths.")
+    if add_noqa:
+        raise click.UsageError("--add-noqa writes comments into files; it cannot be used with standard input.")
+    return stdin_filename or "-"
 
 
 @main.command("clean", context_settings={"help_option_names": ["-h", "--help"]})

@@ -29,9 +29,12 @@ class Config:
     verify_timeout: Optional[float] = None
     verify_memory: Optional[int] = None
     extend_trace_decorators: list[str] = field(default_factory=list)
+    include: Optional[list[str]] = None  # file-name globs walked for in folders (default: *.py, *.ipynb)
+    extend_include: list[str] = field(default_factory=list)
 
 
-_LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "extend-trace-decorators"}
+_LIST_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "extend-trace-decorators",
+              "include", "extend-include"}
 _KEYS = _LIST_KEYS | {"per-file-ignores", "verify", "verify-timeout", "verify-memory"}
 
 

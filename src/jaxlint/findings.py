@@ -84,13 +84,17 @@ class Finding:
     # Not part of the JSON contract: what the verifier needs, and the autofix edit (see edits.py).
     target: Optional[TraceTarget] = None
     edit: Optional[Any] = field(default=None, repr=False, compare=False)
+    # In a notebook: the cell (counted from 1, every cell counts), and `line`/`end_line` count within it.
+    # For a notebook, `target.def_line` is a line of the joined cells, the module the verifier loads.
+    cell: Optional[int] = None
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
+            **({"cell": self.cell} if self.cell is not None else {}),
             "line": self.line,
             "column": self.column,
             "end_line": self.end_line,

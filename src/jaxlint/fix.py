@@ -97,6 +97,10 @@ def fix_source(source: bytes, path: str, lint: "object", unsafe: bool = False, r
 
 
 def unified_diff(result: FixResult) -> str:
+    if result.path.lower().endswith(".ipynb"):
+        from .notebook import cell_diff  # a notebook's diff is shown per cell, as the code reads
+
+        return cell_diff(result.path, result.original, result.fixed)
     enc = "utf-8"
     a = result.original.decode(enc, errors="replace").splitlines(keepends=True)
     b = result.fixed.decode(enc, errors="replace").splitlines(keepends=True)

@@ -34,24 +34,55 @@ def to_json(findings: list[Finding], files: int, seconds: float) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
-def _source_line(path: str, line: int, cache: dict[str, list[str]]) -> Optional[str]:
+def _read(path: str, sources: Optional[dict[str, bytes]]) -> bytes:
+    if sources and path in sources:
+        return sources[path]
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _source_line(path: str, line: int, cache: dict, cell: Optional[int] = None,
+                 sources: Optional[dict[str, bytes]] = None) -> Optional[str]:
     if path not in cache:
-        try:
-            with open(path, "rb") as f:
-                cache[path] = f.read().decode("utf-8", errors="replace").splitlines()
-        except OSError:
-            cache[path] = []
-    lines = cache[path]
+        data = _read(path, sources)
+        if cell is not None:
+            from .notebook import source_lines
+
+            cache[path] = {n: lines for n, (lines, _) in source_lines(data).items()}
+        else:
+            cache[path] = data.decode("utf-8", errors="replace").splitlines()
+    entry = cache[path]
+    lines = entry.get(cell, []) if isinstance(entry, dict) else entry
     return lines[line - 1] if 0 < line <= len(lines) else None
 
 
+def _where(f: Finding) -> str:
+    """`path:line:col`, or `path:cell N:line:col` in a notebook."""
+    return f"{f.path}:cell {f.cell}:{f.line}:{f.column}" if f.cell is not None else f"{f.path}:{f.line}:{f.column}"
+
+
+def _notebook_place(f: Finding, cache: dict, sources: Optional[dict[str, bytes]]) -> tuple[int, str]:
+    """For formats that know only files and lines: the notebook file's line storing the finding's cell
+    line, and words naming the cell for the message."""
+    if f.path not in cache:
+        from .notebook import source_lines
+
+        cache[f.path] = source_lines(_read(f.path, sources))
+    lines = cache[f.path].get(f.cell, ([], []))[1]
+    at = lines[f.line - 1] if 0 < f.line <= len(lines) else 1
+    return at, f"cell {f.cell}, line {f.line}, column {f.column}"
+
+
 def to_text(findings: list[Finding], files: int, *, verified: bool, style: Callable[..., str] = click.style,
-            show_links: bool = False) -> str:
+            show_links: bool = False, sources: Optional[dict[str, bytes]] = None) -> str:
     out: list[str] = []
-    cache: dict[str, list[str]] = {}
+    cache: dict = {}
     for f in findings:
         head = (
-            style(f"{f.path}:{f.line}:{f.column}:", bold=True)
+            style(f"{_where(f)}:", bold=True)
             + " "
             + style(f.code, fg="red", bold=True)
             + f" [{f.name}] {f.message}"
@@ -60,7 +91,7 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
         if mark:
             head += " " + style(mark[0], fg=mark[1])
         out.append(head)
-        src = _source_line(f.path, f.line, cache)
+        src = _source_line(f.path, f.line, cache, f.cell, sources)
         if src is not None and src.strip():
             text = (src.expandtabs(1) if "\t" in src else src).rstrip()
             if f.end_line != f.line:
@@ -122,7 +153,7 @@ def _doc_parts(rule: type) -> tuple[str, str, str]:
     return what, (refs[0] if refs else ""), doc
 
 
-def to_sarif(findings: list[Finding], root: str) -> str:
+def to_sarif(findings: list[Finding], root: str, sources: Optional[dict[str, bytes]] = None) -> str:
     """SARIF 2.1.0: rule metadata, relative URIs against %SRCROOT%, verification status in properties."""
     import os
     from pathlib import Path
@@ -153,6 +184,7 @@ def to_sarif(findings: list[Finding], root: str) -> str:
     })
     root_abs = os.path.abspath(root)
     results = []
+    cells: dict = {}
     for f in findings:
         rel = os.path.relpath(os.path.abspath(f.path), root_abs)
         uri = Path(rel).as_posix() if not rel.startswith("..") else Path(os.path.abspath(f.path)).as_uri()
@@ -162,13 +194,20 @@ def to_sarif(findings: list[Finding], root: str) -> str:
         location["region"] = {"startLine": f.line, "startColumn": f.column, "endLine": f.end_line,
                               "endColumn": f.end_column}
         status = f.verification.status
+        message = f.message
+        properties = {"name": f.name, "function": f.function, "verification": f.verification.to_json()}
+        if f.cell is not None:  # SARIF knows no cells: the line of the notebook file, the cell in words
+            at, words = _notebook_place(f, cells, sources)
+            location["region"] = {"startLine": at}
+            message = f"{message} ({words})"
+            properties.update(cell=f.cell, cellLine=f.line, cellColumn=f.column)
         results.append({
             "ruleId": f.code,
             "ruleIndex": index.get(f.code, 0),
             "level": {"refuted": "note", "unverified": "warning"}.get(status, "error"),
-            "message": {"text": f.message},
+            "message": {"text": message},
             "locations": [{"physicalLocation": location}],
-            "properties": {"name": f.name, "function": f.function, "verification": f.verification.to_json()},
+            "properties": properties,
         })
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -190,10 +229,18 @@ def _gh_escape(text: str, prop: bool = False) -> str:
     return text
 
 
-def to_github(findings: list[Finding]) -> str:
+def to_github(findings: list[Finding], sources: Optional[dict[str, bytes]] = None) -> str:
     """GitHub Actions workflow commands: one `::error` annotation per finding."""
     lines = []
+    cells: dict = {}
     for f in findings:
+        if f.cell is not None:  # the notebook file's line, and the cell named in the message
+            at, words = _notebook_place(f, cells, sources)
+            props = [f"file={_gh_escape(f.path, True)}", f"line={at}",
+                     f"title={_gh_escape(f'jaxlint ({f.code}) {words}', True)}"]
+            level = "warning" if f.verification.status == "unverified" else "error"
+            lines.append(f"::{level} {','.join(props)}::{_gh_escape(f'[{f.name}] {words}: {f.message}')}")
+            continue
         props = [f"file={_gh_escape(f.path, True)}", f"line={f.line}"]
         if f.end_line == f.line:
             props += [f"col={f.column}", f"endLine={f.end_line}", f"endColumn={f.end_column}"]

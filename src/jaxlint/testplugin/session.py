@@ -58,7 +58,8 @@ class JaxlintSession:
         given = self.config.getoption("jaxlint_path") or []
         if given:
             try:
-                return discover(given, self.settings.exclude)
+                # Python files only: pytest runs no notebook cells, so their lines are never watched.
+                return discover(given, self.settings.exclude, include=["*.py"])
             except ValueError as exc:
                 raise pytest.UsageError(f"--jaxlint-path: {exc}") from None
         root = os.path.realpath(self.rootdir)

@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from ..findings import Finding, Verification
 
@@ -91,8 +91,20 @@ def save(folder: str, path: str, data: bytes, verdicts: list[tuple[Finding, Veri
         os.replace(tmp, entry)
 
 
-def apply(findings: list[Finding], folder: Optional[str]) -> int:
-    """Give each finding the verdict the tests recorded for it (tests win); how many got one."""
+def _file(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def apply(findings: list[Finding], folder: Optional[str],
+          read: Optional[Callable[[str], Optional[bytes]]] = None) -> int:
+    """Give each finding the verdict the tests recorded for it (tests win); how many got one.
+
+    `read` gives the content that was analysed for a path (default: the file on disk).
+    """
     if not folder or not os.path.isdir(folder):
         return 0
     by_path: dict[str, list[Finding]] = {}
@@ -100,10 +112,8 @@ def apply(findings: list[Finding], folder: Optional[str]) -> int:
         by_path.setdefault(f.path, []).append(f)
     applied = 0
     for path, group in by_path.items():
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
+        data = read(path) if read is not None else _file(path)
+        if data is None:
             continue
         doc = _read(_entry(folder, content_key(data)))
         if not doc:

@@ -13,6 +13,7 @@ import ast
 import collections
 import dataclasses
 import inspect
+import os
 from typing import Any, Optional
 
 ARRAY_NAMES = {"Array", "ndarray", "ArrayLike", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Inexact",
@@ -65,9 +66,11 @@ def _merge(a: Optional[Spec], b: Optional[Spec]) -> Optional[Spec]:
 class _Usage:
     """Reads a parameter's structure from the expressions that use it inside one function."""
 
-    def __init__(self, fn: ast.AST, tree: Optional[ast.Module] = None) -> None:
+    def __init__(self, fn: ast.AST, tree: Optional[ast.Module] = None,
+                 namespace: Optional[dict[str, Any]] = None) -> None:
         self.fn = fn
         self.tree = tree
+        self.namespace = namespace or {}
         self.parents: dict[ast.AST, ast.AST] = {}
         self.loads: dict[str, list[ast.Name]] = collections.defaultdict(list)
         for node in ast.walk(fn):
@@ -85,6 +88,28 @@ class _Usage:
         for node in self.loads.get(name, []):
             spec = _merge(spec, self.of_expr(node, depth, seen))
         return spec
+
+    def _callee(self, func: ast.expr) -> tuple[Optional[ast.FunctionDef], Optional[ast.Module]]:
+        if isinstance(func, ast.Name) and self.tree is not None:
+            local = next((s for s in self.tree.body if isinstance(s, ast.FunctionDef) and s.name == func.id), None)
+            if local is not None:
+                return local, self.tree
+        if not isinstance(func, (ast.Name, ast.Attribute)) or not self.namespace:
+            return None, None
+        try:  # `squared_error` or `losses.squared_error`, imported from another module
+            obj = eval(compile(ast.Expression(func), "<callee>", "eval"), {}, self.namespace)
+        except Exception:  # noqa: BLE001
+            return None, None
+        code = getattr(inspect.unwrap(obj), "__code__", None) if callable(obj) else None
+        if code is None or f"{os.sep}site-packages{os.sep}" in code.co_filename:
+            return None, None  # only the project's own functions: libraries' usage is not the caller's
+        tree = _parsed(code.co_filename)
+        if tree is None:
+            return None, None
+        found = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
+                      and code.co_firstlineno in (n.lineno, min([n.lineno] + [d.lineno for d in n.decorator_list]))),
+                     None)
+        return found, tree
 
     def _target(self, target: ast.AST, depth: int, seen: set[str]) -> Optional[Spec]:
         if isinstance(target, ast.Name):
@@ -138,14 +163,14 @@ class _Usage:
                     elif fname == "reversed":
                         elem = self._target(t, depth, seen)
                     return ("seq", [elem] * 2, True)
-            if isinstance(func, ast.Name) and node in parent.args and self.tree is not None and depth < 4:
-                # Passed to a function of the same module: how that function uses its parameter.
-                callee = next((s for s in self.tree.body if isinstance(s, ast.FunctionDef) and s.name == func.id), None)
+            if node in parent.args and depth < 4:
+                # Passed to a function of this module or one it imports: how that function uses it.
+                callee, tree = self._callee(func)
                 if callee is not None and callee is not self.fn:
                     params = callee.args.posonlyargs + callee.args.args
                     pos = parent.args.index(node)
                     if pos < len(params) and not any(isinstance(a, ast.Starred) for a in parent.args[:pos]):
-                        return _Usage(callee, self.tree).of_name(params[pos].arg, depth + 1)
+                        return _Usage(callee, tree, self.namespace).of_name(params[pos].arg, depth + 1)
             return None
         if isinstance(parent, ast.Assign) and parent.value is node:
             spec: Optional[Spec] = None
@@ -157,10 +182,24 @@ class _Usage:
         return None
 
 
-def structure(fn: ast.AST, name: str, tree: Optional[ast.Module] = None) -> Optional[Spec]:
+_PARSED: dict[str, Optional[ast.Module]] = {}
+
+
+def _parsed(path: str) -> Optional[ast.Module]:
+    if path not in _PARSED:
+        try:
+            with open(path, "rb") as f:
+                _PARSED[path] = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            _PARSED[path] = None
+    return _PARSED[path]
+
+
+def structure(fn: ast.AST, name: str, tree: Optional[ast.Module] = None,
+              namespace: Optional[dict[str, Any]] = None) -> Optional[Spec]:
     """The structure of parameter `name` of `fn` as its body (and the same-module functions it passes
     the parameter to) uses it; None when there is no evidence (an array)."""
-    return _Usage(fn, tree).of_name(name)
+    return _Usage(fn, tree, namespace).of_name(name)
 
 
 # ---- values --------------------------------------------------------------------------------------
@@ -278,22 +317,22 @@ class Inputs:
         self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
 
     # -- leaves --
-    def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False) -> Any:
+    def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
+              offset: int = 0) -> Any:
         import jax.numpy as jnp
+        import numpy as np
 
         shape, variant_int = SHAPE_VARIANTS[self.variant]
         full = ((self.lead,) if self.batch else ()) + (dims if dims is not None else shape)
-        # Distinct, non-degenerate values per leaf: results must depend on what they read.
+        # Distinct, non-degenerate values per leaf: results must depend on what they read. Built in
+        # NumPy and transferred once: a JAX expression here would compile a kernel per leaf.
         self.counter += 1
-        n = 1
-        for d in full:
-            n *= d
-        values = 0.25 * self.counter + 0.5 + 0.1 * jnp.arange(n).reshape(full)
+        values = 0.25 * self.counter + 0.5 + 0.1 * np.arange(int(np.prod(full))).reshape(full) + offset
         if boolean:
-            return values > 1.0
+            return jnp.asarray(values > 1.0)
         if integer or (variant_int and dims is None):
-            return values.astype(jnp.int32)
-        return values.astype(jnp.float32)
+            return jnp.asarray(values.astype(np.int32))
+        return jnp.asarray(values.astype(np.float32))
 
     def key(self) -> Any:
         import jax
@@ -303,6 +342,9 @@ class Inputs:
 
     def from_spec(self, spec: Optional[Spec], name: str) -> Any:
         if spec is None or spec[0] == "array":
+            if self.plain_call and (name in _COUNT_NAMES or name.startswith(("n_", "num_"))
+                                    or name.endswith(("_size", "_dim", "_len", "_length", "_steps"))):
+                return 3  # a count read from a configuration record
             return self.key() if name in KEY_NAMES else self.array()
         kind = spec[0]
         if kind == "dict":
@@ -365,12 +407,12 @@ class Inputs:
         if lit:
             return choice
         if ann == "int":
-            return self.array(integer=True) + 2 if not self.plain_call else 3
+            return self.array(integer=True, offset=2) if not self.plain_call else 3
         if ann == "bool":
             return self.array(boolean=True)
         if ann in ("str",):
             raise CannotBuild(f"no value for string parameter `{name}`")
-        spec = structure(fn, name, self.tree)
+        spec = structure(fn, name, self.tree, self.namespace)
         if ann in ("dict", "Dict", "Mapping", "list", "List", "tuple", "Tuple", "Sequence", None) or ann in ARRAY_NAMES:
             if spec is None and ann in ("dict", "Dict", "Mapping"):
                 raise CannotBuild(f"could not build inputs for `{name}`: a dict whose keys the function does not "
@@ -385,8 +427,17 @@ class Inputs:
         if ann == "float":
             return self.array()
         instance = self.instance_by_name(ann)
+        if instance is None and p.annotation is not None:
+            try:  # a dotted annotation (`nnx.Linear`), read in the function's own namespace
+                cls = eval(compile(ast.Expression(p.annotation), "<annotation>", "eval"), {}, self.namespace)
+            except Exception:  # noqa: BLE001 - an annotation that does not evaluate gives no instance
+                cls = None
+            if isinstance(cls, type):
+                instance = build_instance(cls, self, depth=1)
         if instance is not None:
             return instance
+        if spec is not None and spec[0] in ("obj", "dict", "seq"):
+            return self.from_spec(spec, name)  # a configuration object: the fields the body reads
         raise CannotBuild(f"could not build inputs for `{name}`: annotation `{ann}` is not an array")
 
     def key_factory(self) -> Any:
