@@ -62,7 +62,7 @@ def test_statistics_exit_zero_and_output_file(tmp_path: Path) -> None:
     res = _run(tmp_path, "--statistics", "--exit-zero", "--output-file", "report.txt", "a.py")
     assert res.exit_code == 0
     report = (tmp_path / "report.txt").read_text()
-    assert "1\tJL101\ttraced-if" in report and "1\tJL201\tprint-in-trace" in report
+    assert report.splitlines() == ["1\tJL101\t[ ] traced-if", "1\tJL201\t[*] print-in-trace"]
     assert "\x1b[" not in report
 
 

@@ -155,3 +155,28 @@ def test_every_rule_is_judged_from_tests_or_says_why_not() -> None:
 
     for name in [r.name for r in RULES] + [SYNTAX_ERROR[1]]:
         assert (kind_of(name) is None) == (name in NOT_BY_TESTS), name
+
+
+def _static_pass_line(root: Path) -> str:
+    proc = _pytest(root, "--jaxlint", "--collect-only", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("jaxlint: ") and " checked " in ln]
+    return line
+
+
+def test_the_static_pass_reads_the_files_and_rules_the_configuration_gives(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(PROJECT, root)
+    # A module the tests import (through the package) but git ignores, with a hazard of its own.
+    (root / "trainer" / "scratch.py").write_text(
+        "import jax\n\n\n@jax.jit\ndef sign(x):\n    if x > 0:\n        return x\n    return -x\n")
+    with open(root / "trainer" / "__init__.py", "a", encoding="utf-8") as f:
+        f.write("from . import scratch  # noqa: F401\n")
+    (root / ".gitignore").write_text("trainer/scratch.py\n")
+    with open(root / "pyproject.toml", "a", encoding="utf-8") as f:
+        f.write('\n[tool.jaxlint]\ninclude = ["trainer/*.py"]\nextend-ignore = ["print-in-trace"]\n')
+    # The test module is outside `include`, scratch.py is ignored by git, print-in-trace is not selected.
+    assert _static_pass_line(root).startswith("jaxlint: 10 findings in 2 files checked")
+    with open(root / "pyproject.toml", "a", encoding="utf-8") as f:
+        f.write("respect-gitignore = false\n")
+    assert _static_pass_line(root).startswith("jaxlint: 11 findings in 3 files checked")

@@ -19,18 +19,22 @@ from .jaxapi import Transform
 from .cache import Cache, key_for
 from .semantic import ExternalCall, ModuleModel
 from .positions import node_spans
-from .rules import ALL_CODES, RULES, SYNTAX_ERROR
+from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from .rules.base import Rule
-from .suppress import is_suppressed
-from .notebook import NotebookError, is_notebook, load as load_notebook, to_cells
+from .rules.unused_suppression import UnusedSuppression
+from .suppress import Suppressions, skips_file
+from .notebook import NotebookError, is_notebook, load as load_notebook, set_aside_unreadable, to_cells
 
 if TYPE_CHECKING:
     from .fix import FixResult
+    from .notebook import CellError, Notebook
 
 SKIP_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__", ".mypy_cache",
         ".pytest_cache", ".ruff_cache", ".jaxlint_cache", "node_modules", ".eggs", "site-packages",
+        # Jupyter's autosaved copies of every notebook (Ruff and Black skip them too)
+        ".ipynb_checkpoints",
     }
 )
 
@@ -41,7 +45,7 @@ DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 @dataclass
 class Settings:
     paths: list[str] = field(default_factory=lambda: ["."])
-    codes: set[str] = field(default_factory=lambda: set(ALL_CODES))  # selected rule codes
+    codes: set[str] = field(default_factory=lambda: set(DEFAULT_CODES))  # selected rule codes
     exclude: list[str] = field(default_factory=list)  # glob patterns, matched against path parts and paths
     force_exclude: bool = False
     verify: bool = True
@@ -60,6 +64,8 @@ class Settings:
     # reported (the rest of a buffer's package).
     context: list[str] = field(default_factory=list)
     tests_dir: Optional[str] = None  # verdicts recorded by `pytest --jaxlint` (None: not read)
+    respect_gitignore: bool = True  # skip what .gitignore files ignore while walking folders (as Ruff)
+    progress: bool = True  # a progress line on a terminal during verification
 
     def cache_key(self) -> str:
         """What, besides the file itself, changes a file's static findings."""
@@ -103,11 +109,14 @@ def _included(path: str, patterns: Iterable[str]) -> bool:
 
 
 def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool = False,  # type: ignore[assignment]
-             include: Iterable[str] = DEFAULT_INCLUDE, present: Iterable[str] = ()) -> list[str]:
+             include: Iterable[str] = DEFAULT_INCLUDE, present: Iterable[str] = (),
+             respect_gitignore: bool = True) -> list[str]:
     """The Python files and notebooks to check, each once, in a stable order.
 
     Raises PathError for a missing path, unless it is in `present` (a buffer that stands in for it).
     """
+    from .gitignore import GitIgnore
+
     include = list(include)
     present = set(present)
     seen: set[str] = set()
@@ -127,18 +136,22 @@ def discover(paths: Iterable[str], exclude: list[str] = (), force_exclude: bool 
         if not os.path.lexists(given):
             raise PathError(f"path `{given}` does not exist")
         if os.path.isdir(given):
+            ignored = GitIgnore(given) if respect_gitignore else None
             for root, dirs, files in os.walk(given):
                 dirs[:] = sorted(
                     d for d in dirs
                     if d not in SKIP_DIRS and not d.endswith(".egg-info")
                     and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
                     and not _excluded(os.path.normpath(os.path.join(root, d)), list(exclude))
+                    and not (ignored is not None and ignored.ignored(os.path.join(root, d), is_dir=True))
                 )
                 for name in sorted(files):
                     p = os.path.normpath(os.path.join(root, name))
                     if not _included(p, include):
                         continue
                     if _excluded(p, list(exclude)) or not os.path.isfile(p):
+                        continue
+                    if ignored is not None and ignored.ignored(os.path.join(root, name), is_dir=False):
                         continue
                     add(p)
         else:
@@ -203,12 +216,15 @@ def _syntax_error(raw: bytes, path: str, exc: cst.ParserSyntaxError) -> Finding:
                                    f"Syntax error: {py.msg}; the file was not checked.")
     except (ValueError, RecursionError, MemoryError):
         pass
+    else:
+        # CPython reads the file: the syntax is valid, only jaxlint's parser (libcst) lacks it.
+        code, name, _ = UNSUPPORTED_SYNTAX
+        return Finding(path, exc.editor_line, exc.editor_column, exc.editor_line, exc.editor_column, code, name,
+                       "jaxlint's parser could not read this file; it was not checked "
+                       f"(CPython compiles it; the parser stopped at line {exc.editor_line}).",
+                       None, Verification("not-run", ""))
     return _syntax_finding(path, exc.editor_line, exc.editor_column,
                            f"Syntax error: {_one_line(exc)}; the file was not checked.")
-
-
-def _decode_lines(source: bytes, encoding: str) -> list[str]:
-    return source.decode(encoding, errors="replace").splitlines()
 
 
 def _extra_transforms(names: Iterable[str]) -> dict[str, Transform]:
@@ -242,8 +258,10 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
              external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
-    codes = set(ALL_CODES) if codes is None else codes
+    codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
+    if skips_file(raw):
+        return [], []
     try:
         module = cst.parse_module(raw)
     except cst.ParserSyntaxError as exc:
@@ -260,17 +278,35 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
 def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
                       external: Optional[list[ExternalCall]]) -> tuple[list[Finding], list[ExternalCall]]:
     """A notebook's code cells analysed as one module; positions in (cell, line within the cell)."""
-    codes = set(ALL_CODES) if codes is None else codes
+    codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
     try:
         nb = load_notebook(raw)
     except NotebookError as exc:
         return _only_if(codes, _syntax_finding(path, 1, 1, f"Cannot read the notebook: {exc}; the file was not checked.")), []
+    if _notebook_skipped(nb):
+        return [], []
     broken = [dataclasses.replace(_syntax_finding(path, e.line, e.column, e.message), cell=e.cell) for e in nb.errors]
+    # Cells that only libcst rejects are left out and the rest checked, as for cells that do not parse.
+    # The first analysis tells (an unsupported-syntax finding) unless that rule is not selected: then
+    # libcst is asked beforehand.
+    unsupported = UNSUPPORTED_SYNTAX[0]
+    unreadable = set_aside_unreadable(nb) if unsupported not in codes else []
     found, calls = _analyse(nb.text, path, codes, trace_decorators, external) if nb.cells else ([], [])
+    if any(f.code == unsupported for f in found):
+        unreadable = set_aside_unreadable(nb)
+        if unreadable:
+            found, calls = _analyse(nb.text, path, codes, trace_decorators, external)
+    broken += [_unsupported_cell(path, e) for e in unreadable]
     found = to_cells(nb, found) + [f for f in broken if f.code in codes]
     found.sort(key=Finding.sort_key)
     return found, calls
+
+
+def _unsupported_cell(path: str, error: "CellError") -> Finding:
+    code, name, _ = UNSUPPORTED_SYNTAX
+    return Finding(path, error.line, error.column, error.line, error.column, code, name, error.message, None,
+                   Verification("not-run", ""), cell=error.cell)
 
 
 def _only_if(codes: set[str], finding: Finding) -> list[Finding]:
@@ -281,12 +317,14 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
     """A lint function for fix.fix_source: findings whose edits refer to the returned tree."""
 
     def lint(data: bytes, path: str) -> tuple[list[Finding], Optional[cst.Module]]:
+        if skips_file(data):  # `# jaxlint: skip-file`: not checked, so never fixed either
+            return [], None
         try:
             module = cst.parse_module(data)
         except Exception:
             return [], None
-        found, _ = check_module(module, data, path, codes_for(path, settings),
-                                _extra_transforms(settings.trace_decorators))
+        codes = codes_for(path, settings) - {UnusedSuppression.code}
+        found, _ = check_module(module, data, path, codes, _extra_transforms(settings.trace_decorators))
         return found, module
 
     return lint
@@ -295,21 +333,32 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
 def fix_paths(settings: "Settings", unsafe: bool, write: bool) -> tuple[list["FixResult"], list[str]]:
     """Apply (or, with write=False, only compute) the autofixes of every file; (results, error lines)."""
     from .fix import FileChanged, fix_source, write_atomic
+    from .suppress import remove_unused
 
     lint = lint_for_fix(settings)
     results: list[FixResult] = []
     errors: list[str] = []
+    # Whether a suppression is unused can depend on traced callers in other files, which the per-file
+    # fix loop does not see: take those findings from a whole run and remove them as text first.
+    stale: dict[str, list[Finding]] = {}
+    if UnusedSuppression.code in settings.codes:
+        for f in run(dataclasses.replace(settings, verify=False)).findings:
+            if f.code == UnusedSuppression.code:
+                stale.setdefault(f.path, []).append(f)
     for path in _discover(settings):
         data, err = _read(path, settings.sources)
         if data is None:
             continue
         try:
             if is_notebook(path):
-                res = _fix_notebook(data, path, lint, unsafe)
+                res = _fix_notebook(data, path, lint, unsafe, stale.get(path, []))
                 if res is None:
                     continue
             else:
-                res = fix_source(data, path, lint, unsafe=unsafe)
+                start, removed = remove_unused(data, stale[path]) if path in stale else (data, 0)
+                res = fix_source(start, path, lint, unsafe=unsafe)
+                res.original = data
+                res.applied[:0] = stale.get(path, [])[:removed]
         except Exception as exc:  # never write a half-fixed file
             errors.append(f"could not fix {path}: {type(exc).__name__}: {exc}")
             continue
@@ -326,24 +375,44 @@ def fix_paths(settings: "Settings", unsafe: bool, write: bool) -> tuple[list["Fi
 
 
 def _fix_notebook(data: bytes, path: str, lint: "Callable[[bytes, str], tuple[list[Finding], Optional[cst.Module]]]",
-                  unsafe: bool) -> "Optional[FixResult]":
-    """Fix a notebook's joined cells, then write the changed cells back into its JSON."""
+                  unsafe: bool, stale: list[Finding] = ()) -> "Optional[FixResult]":  # type: ignore[assignment]
+    """Fix a notebook's joined cells (first removing the unused suppressions in `stale`, which are
+    positioned in cells), then write the changed cells back into its JSON."""
     from .fix import fix_source
     from .notebook import split_cells, write_sources
+    from .suppress import remove_unused
 
     try:
         nb = load_notebook(data)
     except NotebookError:
         return None  # reported by the lint run as a finding
-    res = fix_source(nb.text.encode("utf-8"), path, lint, unsafe=unsafe)
-    if not res.changed:
+    if _notebook_skipped(nb):
+        return None
+    set_aside_unreadable(nb)  # cells libcst cannot read are left as they are
+    text = nb.text.encode("utf-8")
+    start, removed = text, 0
+    if stale:
+        in_module = [dataclasses.replace(f, line=nb.module_line(f.cell, f.line),
+                                         end_line=nb.module_line(f.cell, f.end_line), cell=None)
+                     for f in stale if f.cell is not None]
+        start, removed = remove_unused(text, in_module)
+    res = fix_source(start, path, lint, unsafe=unsafe)
+    res.applied[:0] = list(stale)[:removed]
+    if res.fixed == text:
         return None
     changed = split_cells(nb, res.fixed.decode("utf-8"))
     return dataclasses.replace(res, original=data, fixed=write_sources(data, nb, changed))
 
 
+def _notebook_skipped(nb: "Notebook") -> bool:
+    """`# jaxlint: skip-file` in any code cell skips the whole notebook (the file it names), even in a
+    cell that does not parse; each cell is read on its own, so one broken cell cannot hide it."""
+    return any(skips_file("\n".join(c.lines).encode("utf-8")) for c in nb.cells)
+
+
 def _discover(settings: Settings) -> list[str]:
-    return discover(settings.paths, settings.exclude, settings.force_exclude, settings.include, settings.sources)
+    return discover(settings.paths, settings.exclude, settings.force_exclude, settings.include, settings.sources,
+                    settings.respect_gitignore)
 
 
 def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
@@ -354,7 +423,8 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
     result = run(dataclasses.replace(settings, verify=False))
     by_path: dict[str, list[Finding]] = {}
     for f in result.findings:
-        if f.name != SYNTAX_ERROR[1]:
+        # A comment cannot silence a file that was not parsed, nor a finding about a comment.
+        if f.name not in (SYNTAX_ERROR[1], UNSUPPORTED_SYNTAX[1], "invalid-suppression", UnusedSuppression.name):
             by_path.setdefault(f.path, []).append(f)
     added = 0
     errors = list(result.errors)
@@ -367,6 +437,7 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
                 from .notebook import split_cells, write_sources
 
                 nb = load_notebook(data)
+                set_aside_unreadable(nb)
                 lines = [dataclasses.replace(f, line=nb.module_line(f.cell, f.line), cell=None) for f in found]
                 text, count = add_ignore_comments(nb.text.encode("utf-8"), lines)
                 cst.parse_module(text)
@@ -411,8 +482,9 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             if len(rule.reports) != before:
                 tops.add(rec.top)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
+    suppressions = Suppressions.scan(raw)
     if not reports:
-        return [], calls
+        return sorted(suppressions.findings(path, codes), key=Finding.sort_key), calls
     # Positions cost code generation: only files with findings pay for it, and only for the
     # top-level statements that hold them.
     wanted: list[cst.CSTNode] = []
@@ -429,13 +501,11 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     except (UnicodeDecodeError, LookupError):
         text = None
     positions = node_spans(module, text, wanted, tops)
-    lines = _decode_lines(raw, module.encoding)
     findings: list[Finding] = []
     for rule, rep in reports:
         start_line, start_col = positions[id(rep.node)][:2]
         end_line, end_col = positions[id(rep.end_node if rep.end_node is not None else rep.node)][2:]
-        text_line = lines[start_line - 1] if start_line - 1 < len(lines) else ""
-        if is_suppressed(text_line, rule.code, rule.name):
+        if suppressions.suppresses(start_line, rule.code):
             continue
         target = None
         fn = rep.function
@@ -448,6 +518,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                 fn.qualname if fn is not None else None, Verification(), rep.fix, target, rep.edit,
             )
         )
+    findings += suppressions.findings(path, codes)
     findings.sort(key=Finding.sort_key)
     return findings, calls
 
@@ -682,7 +753,8 @@ def run(settings: Settings) -> Result:
     context: list[str] = []
     if settings.context:
         known = {os.path.realpath(p) for p in files}
-        context = [p for p in discover(settings.context, settings.exclude, True, settings.include)
+        context = [p for p in discover(settings.context, settings.exclude, True, settings.include,
+                                       respect_gitignore=settings.respect_gitignore)
                    if os.path.realpath(p) not in known]
     with _Workers(settings) as workers:
         results, errors = analyse_files(files + context, settings, workers)
@@ -704,7 +776,8 @@ def run(settings: Settings) -> Result:
         # Notebooks and buffers are verified through a .py copy of what was analysed.
         with VerifyCopies(pending, lambda p: _read(p, settings.sources)[0], settings.sources) as copies:
             notes = verify_findings(copies.findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                                    jobs=max(1, settings.jobs), progress=sys.stderr.isatty() and len(pending) > 5,
+                                    jobs=max(1, settings.jobs),
+                                    progress=settings.progress and sys.stderr.isatty() and len(pending) > 5,
                                     cache_dir=settings.cache_dir)
         for f in pending:
             if f.verification.status in ("confirmed", "refuted", "unverified"):

@@ -5,50 +5,116 @@ import os
 import signal
 import sys
 import traceback
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, TextIO
 
 import click
 
 from . import __version__
 from .api import DEFAULT_INCLUDE, PathError, Settings, buffer_context, add_noqa as add_noqa_comments, fix_paths, run
 from .fix import unified_diff
-from .config import Config, ConfigError, find_pyproject, load
+from .config import Config, ConfigError, find_pyproject, load, override
 from .report import statistics, to_github, to_json, to_sarif, to_text, visible
-from .rules import BY_CODE, BY_NAME, RULES, SYNTAX_ERROR
+from .rules import ALL_CODES, BY_CODE, BY_NAME, DEFAULT_CODES, PSEUDO_RULES, RULES
 from .select import SelectionError, expand, split
+from .suppress import suggest
+
+if TYPE_CHECKING:
+    from .fix import FixResult
+
+
+class CliError(click.ClickException):
+    """A bad option, configuration or path: one line on stderr and exit 2, without click's usage text."""
+
+    exit_code = 2
 
 
 class _DefaultToCheck(click.Group):
-    """`jaxlint PATH...` runs `check`; `jaxlint rule NAME` runs a subcommand."""
+    """`jaxlint PATH...` runs `check`; `jaxlint rule NAME` runs a subcommand; `jaxlint --help` shows both."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or args[0] not in self.commands:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] [PATHS]...")
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="       ")
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.format_usage(ctx, formatter)
+        self.format_help_text(ctx, formatter)
+        self.format_commands(ctx, formatter)
+        # The options of the default command, which is what `jaxlint [OPTIONS] [PATHS]` runs.
+        check_cmd = self.commands["check"]
+        with click.Context(check_cmd, info_name=ctx.command_path, help_option_names=["-h", "--help"]) as sub:
+            with formatter.section("Options (of `check`, the default command)"):
+                formatter.write_dl([r for p in check_cmd.get_params(sub)
+                                    if isinstance(p, click.Option) and (r := p.get_help_record(sub))])
 
 
 @click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """jaxlint: find JAX trace hazards and prove them by tracing."""
+    """jaxlint: find JAX trace hazards and prove them by tracing.
+
+    `jaxlint [OPTIONS] [PATHS]` checks files and folders (the `check` command, the default);
+    the commands below do the rest. Exit status: 0 no findings, 1 findings, 2 usage, configuration
+    or internal error.
+    """
 
 
-def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore: Optional[str],
-              extend_select: Optional[str], exclude: Optional[str], extend_exclude: Optional[str],
-              force_exclude: bool, verify: Optional[bool], timeout: Optional[float], memory: Optional[int],
-              jobs: Optional[int]) -> Settings:
+def _given(values: tuple[str, ...]) -> Optional[list[str]]:
+    """The selectors of a repeatable option (repeats accumulate); None when the option was not given."""
+    return split(values) if values else None
+
+
+def _per_file_ignores(values: tuple[str, ...]) -> dict[str, list[str]]:
+    """`--per-file-ignores` in Ruff's form: `GLOB:CODES`, comma-separated; a bare code continues the last glob."""
+    out: dict[str, list[str]] = {}
+    glob: Optional[str] = None
+    for value in values:
+        for part in (p.strip() for p in value.split(",")):
+            if not part:
+                continue
+            if ":" in part:
+                glob, _, part = (x.strip() for x in part.rpartition(":"))
+                if not glob or not part:
+                    raise CliError(f"--per-file-ignores: `{value}` is not `GLOB:CODES` (such as `tests/*:JL201`).")
+            elif glob is None:
+                raise CliError(f"--per-file-ignores: `{part}` has no glob; write `GLOB:CODES` (such as `tests/*:JL201`).")
+            out.setdefault(glob, []).append(part)
+    return out
+
+
+def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[list[str]], ignore: Optional[list[str]],
+              extend_select: list[str], extend_ignore: list[str], per_file_cli: dict[str, list[str]],
+              exclude: Optional[list[str]], extend_exclude: list[str], force_exclude: bool, verify: Optional[bool],
+              timeout: Optional[float], memory: Optional[int], jobs: Optional[int],
+              respect_gitignore: Optional[bool]) -> Settings:
     try:
-        sel_src = split(select) if select is not None else (cfg.select if cfg.select is not None else ["ALL"])
-        codes = expand(sel_src, option="--select" if select is not None else "select")
-        codes |= expand(split(extend_select) or cfg.extend_select, option="--extend-select")
-        codes -= expand(split(ignore) if ignore is not None else cfg.ignore, option="--ignore")
+        # Every configured list is checked, even one the command line overrides: a typo there is
+        # blamed on its file and key, never on the option that happens to be in force.
+        for key in ("select", "ignore", "extend-select", "extend-ignore"):
+            expand(getattr(cfg, key.replace("-", "_")) or [], option=cfg.source(key))
+        per_file = {glob: expand(v, option=f"{cfg.source('per-file-ignores')} (`{glob}`)")
+                    for glob, v in cfg.per_file_ignores.items()}
+        if per_file_cli:  # the command line's table replaces the configured one, as Ruff's does
+            per_file = {glob: expand(v, option=f"--per-file-ignores `{glob}`") for glob, v in per_file_cli.items()}
+        if select is not None:
+            codes = expand(select, option="--select")
+        elif cfg.select is not None:
+            codes = expand(cfg.select, option=cfg.source("select"))
+        else:
+            codes = set(DEFAULT_CODES)
+        codes |= expand(cfg.extend_select, option=cfg.source("extend-select"))
+        codes |= expand(extend_select, option="--extend-select")
+        codes -= expand(ignore if ignore is not None else cfg.ignore,
+                        option="--ignore" if ignore is not None else cfg.source("ignore"))
+        codes -= expand(cfg.extend_ignore, option=cfg.source("extend-ignore"))
+        codes -= expand(extend_ignore, option="--extend-ignore")
     except SelectionError as exc:
-        raise click.UsageError(str(exc)) from None
-    try:
-        per_file = {glob: expand(v, option=f"per-file-ignores.{glob}") for glob, v in cfg.per_file_ignores.items()}
-    except SelectionError as exc:
-        raise click.UsageError(f"{cfg.path}: {exc}") from None
-    excl = split(exclude) if exclude is not None else (cfg.exclude or [])
-    excl += split(extend_exclude) + cfg.extend_exclude
+        raise CliError(str(exc)) from None
+    excl = exclude if exclude is not None else (cfg.exclude or [])
+    excl = excl + extend_exclude + cfg.extend_exclude
     return Settings(
         paths=list(paths) or ["."],
         codes=codes,
@@ -61,19 +127,59 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
         per_file_ignores=per_file,
         trace_decorators=list(cfg.extend_trace_decorators),
         include=list(cfg.include if cfg.include is not None else DEFAULT_INCLUDE) + list(cfg.extend_include),
+        respect_gitignore=respect_gitignore if respect_gitignore is not None else (
+            cfg.respect_gitignore if cfg.respect_gitignore is not None else True),
     )
 
 
-@main.command("check", context_settings={"help_option_names": ["-h", "--help"]})
+def _load_config(config_opts: tuple[str, ...], isolated: bool, paths: tuple[str, ...]) -> Config:
+    """The configuration file (found, named by `--config PATH`, or none with `--isolated`), then the
+    `--config KEY=VALUE` overrides on top, in the order given."""
+    files = [c for c in config_opts if os.path.isfile(c)]
+    overrides = [c for c in config_opts if not os.path.isfile(c)]
+    for item in overrides:
+        if "=" not in item:
+            raise CliError(f"--config: file `{item}` does not exist (nor is it a TOML `KEY = VALUE` such as "
+                           "`verify = false`).")
+    if len(files) > 1:
+        raise CliError(f"--config: give one configuration file, not {len(files)} ({', '.join(files)}).")
+    try:
+        pyproject = None if isolated else (files[0] if files else find_pyproject(paths[0] if paths else "."))
+        cfg = load(pyproject)
+        for item in overrides:
+            override(cfg, item)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    return cfg
+
+
+def _use_color(choice: str, to_file: bool, stream: "TextIO") -> bool:
+    """`--color`: `auto` colours a terminal only (`stream`, where the report goes), and never when
+    NO_COLOR is set (https://no-color.org)."""
+    if choice != "auto":
+        return choice == "always"
+    return not to_file and not os.environ.get("NO_COLOR") and stream.isatty()
+
+
+@main.command("check", context_settings={"help_option_names": ["-h", "--help"]},
+              short_help="Check files and folders for JAX trace hazards (the default command).")
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
-              show_default=True, help="text for people, json for tools, sarif for code scanning, github for Actions.")
-@click.option("--select", metavar="CODES", help="Comma list of rule codes, prefixes or names to check (default: all).")
-@click.option("--ignore", metavar="CODES", help="Comma list of rule codes, prefixes or names to skip.")
-@click.option("--extend-select", metavar="CODES", help="Rules to add to the selection from the configuration.")
-@click.option("--exclude", metavar="GLOBS", help="Comma list of glob patterns of files and folders to skip.")
-@click.option("--extend-exclude", metavar="GLOBS", help="Patterns to skip in addition to the configured ones.")
+@click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]),
+              default="text", show_default=True,
+              help="text for people, json for tools, sarif for code scanning, github for Actions.")
+@click.option("--select", metavar="CODES", multiple=True,
+              help="Rule codes, prefixes or names to check, comma-separated; repeats add up "
+                   "(default: all but opt-in rules; ALL selects every rule).")
+@click.option("--ignore", metavar="CODES", multiple=True, help="Rules to skip (replaces the configured `ignore`).")
+@click.option("--extend-select", metavar="CODES", multiple=True, help="Rules to add to the selection.")
+@click.option("--extend-ignore", metavar="CODES", multiple=True, help="Rules to skip in addition to the ignored ones.")
+@click.option("--per-file-ignores", "per_file_ignores", metavar="GLOB:CODES", multiple=True,
+              help="Rules to skip in files matching GLOB, such as `tests/*:JL201,JL202` (replaces the configured table).")
+@click.option("--exclude", metavar="GLOBS", multiple=True, help="Glob patterns of files and folders to skip.")
+@click.option("--extend-exclude", metavar="GLOBS", multiple=True, help="Patterns to skip in addition to the configured ones.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclusions to files named on the command line too (for pre-commit).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip files that .gitignore files ignore when walking folders [default: on].")
 @click.option("--verify/--no-verify", default=None,
               help="Verify each finding by tracing it with JAX in a sandboxed worker (default: on).")
 @click.option("--verify-timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
@@ -88,24 +194,33 @@ def _settings(paths: tuple[str, ...], cfg: Config, select: Optional[str], ignore
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour (with --fix or --diff).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a diff instead of writing them.")
 @click.option("--add-noqa", is_flag=True, help="Add `# jaxlint: ignore[...]` to every line with a finding.")
+@click.option("--show-fixes", is_flag=True, help="Show the fix of each fixable finding, and list what --fix fixed.")
 @click.option("--show-refuted", is_flag=True, help="Also print findings that verification proved false.")
-@click.option("--statistics", "show_stats", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--statistics", "show_stats", is_flag=True,
+              help="Print only the number of findings per rule (a JSON list with --format json).")
 @click.option("--show-links", is_flag=True, help="Print a link to the JAX documentation under each finding.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="Use this pyproject.toml.")
+@click.option("--config", "config_opts", metavar="PATH|KEY=VALUE", multiple=True,
+              help="Use this pyproject.toml, or override one setting in TOML syntax (`verify = false`); repeatable.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--quiet", "-q", is_flag=True, help="Print the findings only: no summary, no progress.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the text output (auto: on a terminal, unless NO_COLOR is set).")
 @click.option("--verbose", "-v", is_flag=True, help="Show tracebacks of internal errors.")
 @click.option("--stdin-filename", metavar="PATH", default=None,
               help="With `-`: the file that standard input holds, for messages, configuration, per-file ignores "
                    "and cross-file following.")
 @click.version_option(__version__, "--version", prog_name="jaxlint")
-def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optional[str],
-          extend_select: Optional[str], exclude: Optional[str], extend_exclude: Optional[str], force_exclude: bool,
-          verify: Optional[bool], verify_timeout: Optional[float], verify_memory: Optional[int], jobs: Optional[int],
-          no_cache: bool, cache_dir: Optional[str], fix: bool, unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_refuted: bool, show_stats: bool, show_links: bool, exit_zero: bool,
-          output_file: Optional[str],
-          config_path: Optional[str], isolated: bool, verbose: bool, stdin_filename: Optional[str]) -> None:
+def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tuple[str, ...],
+          extend_select: tuple[str, ...], extend_ignore: tuple[str, ...], per_file_ignores: tuple[str, ...],
+          exclude: tuple[str, ...], extend_exclude: tuple[str, ...], force_exclude: bool,
+          respect_gitignore: Optional[bool], verify: Optional[bool], verify_timeout: Optional[float],
+          verify_memory: Optional[int], jobs: Optional[int], no_cache: bool, cache_dir: Optional[str], fix: bool,
+          unsafe_fixes: bool, show_diff: bool, add_noqa: bool, show_fixes: bool, show_refuted: bool,
+          show_stats: bool, show_links: bool, exit_zero: bool, output_file: Optional[str],
+          config_opts: tuple[str, ...], isolated: bool, quiet: bool, color: str, verbose: bool,
+          stdin_filename: Optional[str]) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
     Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
@@ -115,17 +230,13 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
     output_to_stderr = False
     if stdin_name is not None:
         paths = (stdin_name,)
-    try:
-        if config_path is not None and not os.path.isfile(config_path):
-            raise click.UsageError(f"--config: file `{config_path}` does not exist.")
-        pyproject = None if isolated else (config_path or find_pyproject(paths[0] if paths else "."))
-        cfg = load(pyproject)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
     # CI cancels with SIGTERM: stop as on Ctrl-C (workers killed, temporary folders removed, exit 130).
     signal.signal(signal.SIGTERM, _interrupt)
-    settings = _settings(paths, cfg, select, ignore, extend_select, exclude, extend_exclude, force_exclude, verify,
-                         verify_timeout, verify_memory, jobs)
+    cfg = _load_config(config_opts, isolated, paths)
+    settings = _settings(paths, cfg, _given(select), _given(ignore), split(extend_select), split(extend_ignore),
+                         _per_file_ignores(per_file_ignores), _given(exclude), split(extend_exclude), force_exclude,
+                         verify, verify_timeout, verify_memory, jobs, respect_gitignore)
+    settings.progress = not quiet
     base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
     if not no_cache:
         settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")
@@ -151,20 +262,22 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
                 click.get_binary_stream("stdout").write(fixed)
                 settings.sources = {stdin_name: fixed}
                 output_to_stderr = True
+            n = sum(len(r.applied) for r in fixes)
+            files = f"{len(fixes)} file{'s' if len(fixes) != 1 else ''}"
             if show_diff:
                 for res in fixes:
                     click.echo(unified_diff(res), nl=False)
-                n = sum(len(r.applied) for r in fixes)
-                click.echo(f"{n} fix{'es' if n != 1 else ''} available in {len(fixes)} file{'s' if len(fixes) != 1 else ''}.",
-                           err=True)
+                if not quiet:
+                    click.echo(f"{n} fix{'es' if n != 1 else ''} available in {files}.", err=True)
                 sys.exit(1 if fixes else 0)
-            n = sum(len(r.applied) for r in fixes)
-            if n:
-                click.echo(f"Fixed {n} finding{'s' if n != 1 else ''} in {len(fixes)} file{'s' if len(fixes) != 1 else ''}.",
+            if n and not quiet:
+                click.echo(f"Fixed {n} finding{'s' if n != 1 else ''} in {files}" + (":" if show_fixes else "."),
                            err=True)
+                if show_fixes:
+                    click.echo(_fixed_list(fixes), err=True)
         result = run(settings)
     except PathError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise CliError(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("jaxlint: interrupted", err=True)
         sys.exit(130)
@@ -175,25 +288,24 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
         sys.exit(2)
 
     shown = visible(result.findings, show_refuted)
-    if fmt == "json":
+    use_color = _use_color(color, output_file is not None, sys.stderr if output_to_stderr else sys.stdout)
+    if show_stats:  # only the table, as Ruff prints it
+        text = statistics(shown, unsafe_fixes, "json" if fmt == "json" else "text")
+    elif fmt == "json":
         text = to_json(result.findings, result.files, result.seconds)
     elif fmt == "sarif":
         text = to_sarif(shown, os.getcwd(), sources=settings.sources)
     elif fmt == "github":
         text = to_github(shown, sources=settings.sources)
     else:
-        plain = output_file is not None
-        style = (lambda s, **_: s) if plain else click.style
+        style = click.style if use_color else (lambda s, **_: s)
         text = to_text(shown, result.files, verified=settings.verify, style=style, show_links=show_links,
-                       sources=settings.sources)
-    if show_stats and fmt == "text":
-        stats = statistics(shown)
-        text = (stats + "\n" + text) if stats else text
+                       show_fixes=show_fixes, unsafe_fixes=unsafe_fixes, quiet=quiet, sources=settings.sources)
     if output_file is not None:
         with open(output_file, "w", encoding="utf-8") as f:
             f.write(text + "\n" if text else "")
     elif text:
-        click.echo(text, err=output_to_stderr)
+        click.echo(text, err=output_to_stderr, color=use_color)
     for note in result.notes:
         click.echo(f"jaxlint: {note}", err=True)
     for err in result.errors:
@@ -204,16 +316,28 @@ def check(paths: tuple[str, ...], fmt: str, select: Optional[str], ignore: Optio
     sys.exit(0 if exit_zero or not counted else 1)
 
 
+def _fixed_list(fixes: list["FixResult"]) -> str:
+    """What `--fix` fixed, per file and rule (Ruff's `--show-fixes` list)."""
+    from collections import Counter
+
+    out = []
+    for res in fixes:
+        out.append(f"- {res.path}:")
+        for (code, name), n in sorted(Counter((f.code, f.name) for f in res.applied).items()):
+            out.append(f"    {n} × {code} ({name})")
+    return "\n".join(out)
+
+
 def _stdin_name(paths: tuple[str, ...], stdin_filename: Optional[str], add_noqa: bool) -> Optional[str]:
     """The name standard input goes by when the file is read from it (`-`), else None."""
     if "-" not in paths and not (stdin_filename is not None and not paths):
         if stdin_filename is not None:
-            raise click.UsageError("--stdin-filename names the file read from standard input; pass `-` instead of paths.")
+            raise CliError("--stdin-filename names the file read from standard input; pass `-` instead of paths.")
         return None
     if any(p != "-" for p in paths):
-        raise click.UsageError("`-` (read the file from standard input) cannot be combined with other paths.")
+        raise CliError("`-` (read the file from standard input) cannot be combined with other paths.")
     if add_noqa:
-        raise click.UsageError("--add-noqa writes comments into files; it cannot be used with standard input.")
+        raise CliError("--add-noqa writes comments into files; it cannot be used with standard input.")
     return stdin_filename or "-"
 
 
@@ -238,17 +362,31 @@ def rule(name: Optional[str], show_all: bool, fmt: str) -> None:
     import json
 
     if show_all or name is None:
-        rows = [{"code": r.code, "name": r.name, "summary": r.summary} for r in RULES]
-        rows.append({"code": SYNTAX_ERROR[0], "name": SYNTAX_ERROR[1], "summary": SYNTAX_ERROR[2]})
+        rows = [{"code": r.code, "name": r.name, "summary": r.summary, "default": r.code in DEFAULT_CODES}
+                for r in RULES]
+        rows += [{"code": code, "name": nm, "summary": summary, "default": True} for code, nm, summary in PSEUDO_RULES]
+        rows.sort(key=lambda r: r["code"])
         if fmt == "json":
             click.echo(json.dumps(rows, indent=2))
         else:
             for r in rows:
-                click.echo(f"{r['code']}  {r['name']:<24} {r['summary']}")
+                click.echo(f"{r['code']}  {r['name']:<24} {r['summary']}" + ("" if r["default"] else " (opt-in)"))
         return
     cls = BY_NAME.get(name) or BY_CODE.get(name.upper())
     if cls is None:
-        raise click.UsageError(f"`{name}` is not a jaxlint rule (see `jaxlint rule --all`).")
+        pseudo = next((p for p in PSEUDO_RULES if name in (p[1], p[0]) or name.upper() == p[0]), None)
+        if pseudo is not None:
+            code, nm, summary = pseudo
+            if fmt == "json":
+                click.echo(json.dumps({"code": code, "name": nm, "summary": summary, "doc": summary}, indent=2))
+            else:
+                click.echo(f"# {nm} ({code})\n\n{summary} It is reported by the parser, not by a rule module, "
+                           "and a line comment cannot suppress it (the file was not read); `# jaxlint: skip-file` or "
+                           "`per-file-ignores` can.")
+            return
+        close = suggest(name, [*ALL_CODES.values(), *ALL_CODES])
+        hint = f"; did you mean `{close}`?" if close else " (see `jaxlint rule --all`)."
+        raise CliError(f"`{name}` is not a jaxlint rule{hint}")
     doc = inspect.cleandoc(cls.__doc__ or "")
     if fmt == "json":
         click.echo(json.dumps({"code": cls.code, "name": cls.name, "summary": cls.summary, "doc": doc}, indent=2))
@@ -263,7 +401,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def entry() -> None:
     """The console script: click's own handling, and one line instead of a traceback for anything else."""
     try:
-        main(standalone_mode=True)
+        main(standalone_mode=True, prog_name="jaxlint")
     except SystemExit:
         raise
     except KeyboardInterrupt:

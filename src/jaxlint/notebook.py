@@ -180,6 +180,45 @@ def _join(nb: Notebook) -> None:
     nb.text = "\n".join(parts) + "\n" if parts else ""
 
 
+UNREADABLE_CELL = "jaxlint's parser could not read this cell; the cell was not checked (CPython compiles it)."
+
+
+def set_aside_unreadable(nb: Notebook) -> list[CellError]:
+    """Cells that CPython compiles but jaxlint's parser (libcst) rejects, left out of the module text as
+    cells that do not parse are, so that one such cell does not stop the whole notebook from being
+    checked; their errors, for the caller to report as unsupported syntax. Line numbers of the module
+    text do not change."""
+    import libcst as cst
+
+    if not nb.cells:
+        return []
+    try:
+        cst.parse_module(nb.text)
+        return []
+    except cst.ParserSyntaxError:
+        pass
+    except (RecursionError, MemoryError, ValueError):
+        return []
+    out: list[CellError] = []
+    for cell in nb.cells:
+        if cell.broken:
+            continue
+        try:
+            cst.parse_module("\n".join(cell.lines) + "\n")
+        except cst.ParserSyntaxError as exc:
+            # libcst may point past the statement it rejects: stay on the cell's last line of code.
+            last = max((i for i, l in enumerate(cell.lines, 1) if l.strip()), default=1)
+            line = min(max(1, exc.editor_line), last)
+            column = max(1, exc.editor_column) if line == exc.editor_line else 1
+            out.append(CellError(cell.number, line, column, UNREADABLE_CELL))
+            cell.broken = True
+        except (RecursionError, MemoryError, ValueError):
+            continue
+    if out:
+        _join(nb)
+    return out
+
+
 # ---- IPython syntax -----------------------------------------------------------------------------
 
 _ASSIGN_MAGIC = re.compile(r"(?P<target>[A-Za-z_][\w.\[\]'\", ()*]*?)\s*=\s*[%!]")
@@ -595,8 +634,10 @@ class VerifyCopies:
                     data = nb.text.encode("utf-8")
                 copy = self._mirror(path, data)
             except (OSError, NotebookError) as exc:
+                from .verify import _NOT_RUN  # findings about the file itself are never traced
+
                 for f in group:
-                    if f.name != "syntax-error":
+                    if f.name not in _NOT_RUN:
                         f.verification = Verification("unverified", f"no copy of the file could be made to verify it: {exc}")
                 continue
             for f in group:

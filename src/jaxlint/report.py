@@ -76,8 +76,29 @@ def _notebook_place(f: Finding, cache: dict, sources: Optional[dict[str, bytes]]
     return at, f"cell {f.cell}, line {f.line}, column {f.column}"
 
 
+def fixable(f: Finding, unsafe_fixes: bool = False) -> bool:
+    """Whether `--fix` (with `--unsafe-fixes` when given) would fix the finding."""
+    return f.fix is not None and (unsafe_fixes or f.fix.applicable == "safe")
+
+
+def fix_summary(findings: list[Finding], unsafe_fixes: bool) -> str:
+    """Ruff's closing hint: how many findings `--fix` would fix, and how many more with `--unsafe-fixes`."""
+    safe = sum(1 for f in findings if fixable(f, unsafe_fixes))
+    more = 0 if unsafe_fixes else sum(1 for f in findings if f.fix is not None and f.fix.applicable != "safe")
+    flags = "`--fix --unsafe-fixes`" if unsafe_fixes else "`--fix`"
+    if safe and more:
+        return f"[*] {safe} fixable with {flags} ({more} more with `--fix --unsafe-fixes`)."
+    if safe:
+        return f"[*] {safe} fixable with {flags}."
+    if more:
+        return f"{more} fixable with `--fix --unsafe-fixes`."
+    return ""
+
+
 def to_text(findings: list[Finding], files: int, *, verified: bool, style: Callable[..., str] = click.style,
-            show_links: bool = False, sources: Optional[dict[str, bytes]] = None) -> str:
+            show_links: bool = False, show_fixes: bool = False, unsafe_fixes: bool = False,
+            quiet: bool = False, sources: Optional[dict[str, bytes]] = None) -> str:
+    """Findings with their source line and a caret; `quiet` leaves out the closing summary."""
     out: list[str] = []
     cache: dict = {}
     for f in findings:
@@ -85,6 +106,7 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
             style(f"{_where(f)}:", bold=True)
             + " "
             + style(f.code, fg="red", bold=True)
+            + (" " + style("[*]", fg="cyan") if fixable(f, unsafe_fixes) else "")
             + f" [{f.name}] {f.message}"
         )
         mark = _MARKS.get(f.verification.status)
@@ -108,6 +130,8 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
         if f.verification.detail and f.verification.status in ("confirmed", "refuted", "unverified"):
             by = " (from tests)" if f.verification.source == "tests" else ""
             out.append("    " + style(f"= {f.verification.status}{by}: {f.verification.detail}", dim=True))
+        if show_fixes and f.fix is not None:
+            out.append("    " + style(f"= fix ({f.fix.applicable}): {f.fix.description}", fg="cyan"))
         if show_links:
             url = help_url(f.code)
             out.append("    " + style(f"= help: {url or 'jaxlint rule ' + f.name}", dim=True))
@@ -121,16 +145,34 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
             line += f": {c['confirmed']} confirmed, {c['unverified']} unverified, {c['refuted']} refuted (hidden)"
     else:
         line = f"No findings ({files} file{'s' if files != 1 else ''} checked)."
+    if quiet:
+        return "\n".join(out)
     if out:
         out.append("")
     out.append(style(line, bold=True))
+    hint = fix_summary(counted, unsafe_fixes)
+    if hint:
+        out.append(hint)
     return "\n".join(out)
 
 
-def statistics(findings: list[Finding]) -> str:
+def statistics_rows(findings: list[Finding], unsafe_fixes: bool = False) -> list[dict]:
+    """Findings per rule, most frequent first (refuted ones do not count): code, name, count, fixable."""
     counts = Counter((f.code, f.name) for f in findings if f.verification.status != "refuted")
+    fixes = {(f.code, f.name) for f in findings if fixable(f, unsafe_fixes)}
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return "\n".join(f"{n:>5}\t{code}\t{name}" for (code, name), n in rows)
+    return [{"code": code, "name": name, "count": n, "fixable": (code, name) in fixes} for (code, name), n in rows]
+
+
+def statistics(findings: list[Finding], unsafe_fixes: bool = False, fmt: str = "text") -> str:
+    """The `--statistics` table (as Ruff prints it), or the same rows as JSON."""
+    rows = statistics_rows(findings, unsafe_fixes)
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    marks = any(r["fixable"] for r in rows)
+    width = max((len(str(r["count"])) for r in rows), default=1)
+    return "\n".join(f"{r['count']:>{width}}\t{r['code']}\t" + (("[*] " if r["fixable"] else "[ ] ") if marks else "")
+                     + r["name"] for r in rows)
 
 
 
@@ -158,7 +200,7 @@ def to_sarif(findings: list[Finding], root: str, sources: Optional[dict[str, byt
     import os
     from pathlib import Path
 
-    from .rules import RULES, SYNTAX_ERROR
+    from .rules import PSEUDO_RULES, RULES
 
     rules_meta = []
     index: dict[str, int] = {}
@@ -177,11 +219,12 @@ def to_sarif(findings: list[Finding], root: str, sources: Optional[dict[str, byt
             meta["helpUri"] = url
         index[rule.code] = len(rules_meta)
         rules_meta.append(meta)
-    index[SYNTAX_ERROR[0]] = len(rules_meta)
-    rules_meta.append({
-        "id": SYNTAX_ERROR[0], "name": SYNTAX_ERROR[1], "shortDescription": {"text": SYNTAX_ERROR[2]},
-        "fullDescription": {"text": SYNTAX_ERROR[2]}, "defaultConfiguration": {"level": "error"},
-    })
+    for code, name, summary in PSEUDO_RULES:
+        index[code] = len(rules_meta)
+        rules_meta.append({
+            "id": code, "name": name, "shortDescription": {"text": summary},
+            "fullDescription": {"text": summary}, "defaultConfiguration": {"level": "error"},
+        })
     root_abs = os.path.abspath(root)
     results = []
     cells: dict = {}

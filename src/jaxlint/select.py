@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .rules import ALL_CODES
+from .suppress import suggest
 
 
 class SelectionError(ValueError):
@@ -11,7 +12,10 @@ class SelectionError(ValueError):
 
 
 def expand(selectors: Iterable[str], *, option: str = "--select") -> set[str]:
-    """Codes matched by the selectors; raises SelectionError naming a selector that matches nothing."""
+    """Codes matched by the selectors; raises SelectionError naming a selector that matches nothing.
+
+    `ALL` and prefixes select opt-in rules too (as Ruff's `ALL` does); only the default leaves them out.
+    """
     out: set[str] = set()
     for raw in selectors:
         sel = raw.strip()
@@ -22,14 +26,17 @@ def expand(selectors: Iterable[str], *, option: str = "--select") -> set[str]:
             continue
         hits = {c for c, n in ALL_CODES.items() if n == sel or c.upper().startswith(sel.upper())}
         if not hits:
-            raise SelectionError(f"{option}: `{sel}` is not a jaxlint rule code, prefix or name (see `jaxlint rule --all`).")
+            close = suggest(sel, [*ALL_CODES.values(), *ALL_CODES])
+            hint = f"; did you mean `{close}`?" if close else " (see `jaxlint rule --all`)."
+            raise SelectionError(f"{option}: `{sel}` is not a jaxlint rule code, prefix or name{hint}")
         out.update(hits)
     return out
 
 
 def split(value: str | Iterable[str] | None) -> list[str]:
+    """Selectors from a comma list, or from several (repeated options accumulate)."""
     if value is None:
         return []
     if isinstance(value, str):
-        return [v for v in (p.strip() for p in value.split(",")) if v]
-    return [v.strip() for v in value if v.strip()]
+        value = [value]
+    return [v for part in value for v in (p.strip() for p in part.split(",")) if v]

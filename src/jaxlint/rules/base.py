@@ -69,6 +69,8 @@ class Rule:
     summary: ClassVar[str]
     # Rules that only make sense in traced code are skipped elsewhere by the runner.
     anywhere: ClassVar[bool] = False
+    # Off unless selected explicitly (by code, prefix, name or `ALL`), as Ruff's RUF100.
+    opt_in: ClassVar[bool] = False
 
     reports: list[Report] = field(default_factory=list)
 

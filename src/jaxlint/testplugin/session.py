@@ -8,8 +8,10 @@ from typing import Any, Optional
 
 import pytest
 
-from ..api import SKIP_DIRS, Settings, analyse_files, discover, follow_across_files
+from ..api import SKIP_DIRS, Settings, _included, analyse_files, discover, follow_across_files
 from ..findings import Finding, Verification
+from ..gitignore import GitIgnore
+from ..notebook import is_notebook
 from . import store
 from .judge import judge
 from .watch import Recorder, backend_for
@@ -58,11 +60,16 @@ class JaxlintSession:
         given = self.config.getoption("jaxlint_path") or []
         if given:
             try:
-                # Python files only: pytest runs no notebook cells, so their lines are never watched.
-                return discover(given, self.settings.exclude, include=["*.py"])
+                found = discover(given, self.settings.exclude, include=self.settings.include,
+                                 respect_gitignore=self.settings.respect_gitignore)
             except ValueError as exc:
                 raise pytest.UsageError(f"--jaxlint-path: {exc}") from None
+            # Python files only: pytest runs no notebook cells, so their lines are never watched.
+            return [p for p in found if not is_notebook(p)]
         root = os.path.realpath(self.rootdir)
+        # What `jaxlint` would walk in the root folder: the configured `include` (and `extend-include`)
+        # and, unless `respect-gitignore = false`, not what .gitignore files ignore.
+        ignored = GitIgnore(root) if self.settings.respect_gitignore else None
         found: set[str] = set()
         # The project's own modules that collection imported, and the collected test files.
         candidates = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
@@ -76,6 +83,10 @@ class JaxlintSession:
                 continue
             parts = rel.split(os.sep)
             if any(p in SKIP_DIRS or p.endswith(".egg-info") for p in parts[:-1]):
+                continue
+            if not _included(rel, self.settings.include):
+                continue
+            if ignored is not None and _git_ignored(ignored, root, parts):
                 continue
             found.add(real)
         cwd = os.getcwd()
@@ -179,6 +190,16 @@ def _backend_name() -> str:
     return "sys.monitoring" if sys.version_info >= (3, 12) else "sys.settrace"
 
 
+def _git_ignored(ignored: GitIgnore, root: str, parts: list[str]) -> bool:
+    """Whether the file at `root/parts` is ignored, or lies in an ignored folder (which a walk skips)."""
+    here = root
+    for name in parts[:-1]:
+        here = os.path.join(here, name)
+        if ignored.ignored(here, is_dir=True):
+            return True
+    return ignored.ignored(os.path.join(root, *parts), is_dir=False)
+
+
 def _settings(rootdir: str) -> tuple[Settings, str]:
     """The project's `[tool.jaxlint]` as the `jaxlint` command would read it, and its cache folder."""
     import click
@@ -189,8 +210,11 @@ def _settings(rootdir: str) -> tuple[Settings, str]:
     pyproject = find_pyproject(rootdir)
     try:
         cfg = load(pyproject)
-        settings = cli_settings((rootdir,), cfg, None, None, None, None, None, False, False, None, None, 1)
-    except (ConfigError, click.UsageError) as exc:
+        # As `jaxlint` with no options: the configuration alone decides selection, files and ignores.
+        settings = cli_settings((rootdir,), cfg, select=None, ignore=None, extend_select=[], extend_ignore=[],
+                                per_file_cli={}, exclude=None, extend_exclude=[], force_exclude=False, verify=None,
+                                timeout=None, memory=None, jobs=1, respect_gitignore=None)
+    except (ConfigError, click.ClickException) as exc:
         raise pytest.UsageError(f"--jaxlint: {exc}") from None
     base = os.path.dirname(cfg.path) if cfg.path else rootdir
     cache_dir = os.path.join(base, ".jaxlint_cache")

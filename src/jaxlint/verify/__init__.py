@@ -23,7 +23,10 @@ import time
 from typing import Any, Optional
 
 from ..findings import Finding, Verification
-from .checks import check_for
+from .checks import NOT_VERIFIABLE, check_for
+
+# Rules whose findings are never verified by tracing (they are about the file, not about JAX).
+_NOT_RUN = frozenset(NOT_VERIFIABLE)
 
 _STARTUP_SECONDS = 30.0  # importing JAX (and the preloaded libraries) in a fresh process, on a busy machine
 _FORK_SECONDS = 10.0  # a file's own start in its child: loading its module and its imports

@@ -78,6 +78,9 @@ CHECKS: dict[str, Check] = {
 
 NOT_VERIFIABLE: dict[str, str] = {
     "syntax-error": "the file does not parse: there is no code to run",
+    "unsupported-syntax": "jaxlint's parser could not read the file: there is no finding in code to run",
+    "invalid-suppression": "the finding is about a suppression comment, not about code JAX runs",
+    "unused-suppression": "the finding is about a suppression comment, not about code JAX runs",
 }
 
 
