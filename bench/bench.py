@@ -149,6 +149,10 @@ def main() -> None:
         print(f"\nverification over fixtures/: static {s_static:.1f} s, with verification {s_verify:.1f} s "
               f"({s_verify / s_static:.1f}x), {functions} flagged functions, "
               f"{(s_verify - s_static) / max(1, functions):.2f} s per function; peak {rss:.0f} MiB")
+        target = 1.0 + 0.060 * functions
+        spent = s_verify - s_static
+        print(f"verification cost {spent:.1f} s cold against the target 1 s + 60 ms x {functions} = {target:.1f} s: "
+              f"{'met' if spent <= target else 'not met'}")
         summary = doc["summary"]
         print(f"verdicts: {summary['confirmed']} confirmed, {summary['unverified']} unverified, "
               f"{summary['refuted']} refuted of {len(doc['findings'])} findings")

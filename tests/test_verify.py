@@ -67,12 +67,20 @@ def test_a_static_lookalike_forced_through_is_refuted() -> None:
     assert "line 6 ran" in f.verification.detail
 
 
-def test_unknown_pytree_is_unverified_with_reason() -> None:
+def test_pytree_structure_is_read_from_attribute_reads() -> None:
     path = DATA / "unknown_pytree.py"
     f = _finding(path, 6)
     verify_findings([f], timeout=20)
+    assert f.verification.status == "confirmed", f.verification.detail
+    assert "state: StateRecord(step=" in f.verification.detail
+
+
+def test_an_input_that_cannot_be_built_is_unverified_with_reason() -> None:
+    path = DATA / "method_called_on_input.py"
+    f = _finding(path, 6)
+    verify_findings([f], timeout=20)
     assert f.verification.status == "unverified"
-    assert "state" in f.verification.detail and "structure" in f.verification.detail
+    assert "`optimizer`" in f.verification.detail and "`update`" in f.verification.detail
 
 
 @pytest.mark.parametrize(
@@ -99,6 +107,14 @@ def test_fences_cost_only_the_verdict(name: str, words: tuple[str, ...]) -> None
     assert f.verification.status == "unverified"
     assert any(w in f.verification.detail for w in words), f.verification.detail
     assert other.verification.status == "refuted"  # the other file's verdict is unaffected
+
+
+def test_a_missing_test_only_import_does_not_sink_the_other_definitions() -> None:
+    path = DATA / "missing_test_helper.py"
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "if x > 0" in t)
+    f = _finding(path, line)
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "confirmed", f.verification.detail
 
 
 def test_top_level_training_does_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,6 +65,7 @@ class Settings:
     # Files analysed only so that calls between them and `paths` are followed; their findings are not
     # reported (the rest of a buffer's package).
     context: list[str] = field(default_factory=list)
+    tests_dir: Optional[str] = None  # verdicts recorded by `pytest --jaxlint` (None: not read)
     respect_gitignore: bool = True  # skip what .gitignore files ignore while walking folders (as Ruff)
     progress: bool = True  # a progress line on a terminal during verification
     # Also read the files of the project that import the given ones (see `importers`), for the call
@@ -83,6 +84,7 @@ class Result:
     files: int
     seconds: float
     errors: list[str] = field(default_factory=list)  # internal errors, one line each
+    notes: list[str] = field(default_factory=list)  # one-line notices to show once (e.g. verification skipped)
 
 
 class PathError(ValueError):
@@ -914,17 +916,27 @@ def run(settings: Settings) -> Result:
     # serve as the project whose classes they see.
     with_project_classes(files, results, settings, seeds, project_files=files + context)
     findings = [f for path in files for f in results[path][0]]
-    if settings.verify and findings:
+    notes: list[str] = []
+    if settings.tests_dir and findings:
+        from .testplugin.store import apply as apply_test_verdicts
+
+        # A verdict observed in the tests wins; keyed on the content analysed (a buffer's, not the disk's).
+        apply_test_verdicts(findings, settings.tests_dir, lambda p: _read(p, settings.sources)[0])
+    pending = [f for f in findings if f.verification.source is None]
+    if settings.verify and pending:
         from .verify import verify_findings  # imported lazily: the static pass never needs it
         from .notebook import VerifyCopies
 
         import sys
 
         # Notebooks and buffers are verified through a .py copy of what was analysed.
-        with VerifyCopies(findings, lambda p: _read(p, settings.sources)[0], settings.sources) as copies:
-            verify_findings(copies.findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
-                            jobs=settings.jobs or idle_cpus(),
-                            progress=settings.progress and sys.stderr.isatty() and len(findings) > 5,
-                            cache_dir=settings.cache_dir)
+        with VerifyCopies(pending, lambda p: _read(p, settings.sources)[0], settings.sources) as copies:
+            notes = verify_findings(copies.findings, timeout=settings.verify_timeout, memory_mb=settings.verify_memory_mb,
+                                    jobs=settings.jobs or idle_cpus(),
+                                    progress=settings.progress and sys.stderr.isatty() and len(pending) > 5,
+                                    cache_dir=settings.cache_dir)
+        for f in pending:
+            if f.verification.status in ("confirmed", "refuted", "unverified"):
+                f.verification.source = "synthesized"
     findings.sort(key=Finding.sort_key)
-    return Result(findings, len(files), time.perf_counter() - started, errors)
+    return Result(findings, len(files), time.perf_counter() - started, errors, notes)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from typing import TYPE_CHECKING, Optional, TextIO
@@ -225,22 +226,26 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
           stdin_filename: Optional[str]) -> None:
     """Check PATHS (files or folders; default: the current folder) for JAX trace hazards.
 
-    Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
+    Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error, 130 interrupted.
     `jaxlint rule NAME` explains a rule; `jaxlint rule --all` lists them.
     """
     stdin_name = _stdin_name(paths, stdin_filename, add_noqa)
     output_to_stderr = False
     if stdin_name is not None:
         paths = (stdin_name,)
+    # CI cancels with SIGTERM: stop as on Ctrl-C (workers killed, temporary folders removed, exit 130).
+    signal.signal(signal.SIGTERM, _interrupt)
     cfg = _load_config(config_opts, isolated, paths)
     settings = _settings(paths, cfg, _given(select), _given(ignore), split(extend_select), split(extend_ignore),
                          _per_file_ignores(per_file_ignores), _given(exclude), split(extend_exclude), force_exclude,
                          verify, verify_timeout, verify_memory, jobs, respect_gitignore)
     settings.progress = not quiet
     settings.with_importers = with_importers
+    base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
     if not no_cache:
-        base = os.path.dirname(cfg.path) if cfg.path else os.getcwd()
         settings.cache_dir = cache_dir or os.path.join(base, ".jaxlint_cache")
+    # Verdicts recorded by `pytest --jaxlint` are evidence, not a cache: read them even with --no-cache.
+    settings.tests_dir = os.path.join(cache_dir or os.path.join(base, ".jaxlint_cache"), "tests")
     if stdin_name is not None:
         settings.sources = {stdin_name: click.get_binary_stream("stdin").read()}
         settings.context = buffer_context(stdin_name, settings.include) if stdin_name != "-" else []
@@ -277,6 +282,9 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
         result = run(settings)
     except PathError as exc:
         raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("jaxlint: interrupted", err=True)
+        sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 2
         if verbose:
             traceback.print_exc()
@@ -302,6 +310,8 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
             f.write(text + "\n" if text else "")
     elif text:
         click.echo(text, err=output_to_stderr, color=use_color)
+    for note in result.notes:
+        click.echo(f"jaxlint: {note}", err=True)
     for err in result.errors:
         click.echo(f"jaxlint: {err}", err=True)
     if result.errors:
@@ -402,6 +412,10 @@ def server() -> None:
     sys.exit(serve())
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def entry() -> None:
     """The console script: click's own handling, and one line instead of a traceback for anything else."""
     try:
@@ -410,7 +424,7 @@ def entry() -> None:
         raise
     except KeyboardInterrupt:
         click.echo("jaxlint: interrupted", err=True)
-        sys.exit(2)
+        sys.exit(130)
     except Exception as exc:  # noqa: BLE001
         if "--verbose" in sys.argv or "-v" in sys.argv:
             traceback.print_exc()

@@ -11,9 +11,15 @@ STATUSES = ("confirmed", "refuted", "unverified", "not-run")
 class Verification:
     status: str = "not-run"
     detail: str = ""
+    # Where the verdict came from: "tests" (observed by `pytest --jaxlint`), "synthesized" (traced by
+    # the verification worker with inputs it built), or None (no verdict was attempted).
+    source: Optional[str] = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "detail": self.detail}
+        out: dict[str, Any] = {"status": self.status, "detail": self.detail}
+        if self.source is not None:  # an addition to docs/contract.md's fields, present only with a verdict
+            out["source"] = self.source
+        return out
 
 
 @dataclass

@@ -128,7 +128,8 @@ def to_text(findings: list[Finding], files: int, *, verified: bool, style: Calla
             out.append("    " + shown)
             out.append("    " + " " * (start - offset) + style("^" * width, fg="red"))
         if f.verification.detail and f.verification.status in ("confirmed", "refuted", "unverified"):
-            out.append("    " + style(f"= {f.verification.status}: {f.verification.detail}", dim=True))
+            by = " (from tests)" if f.verification.source == "tests" else ""
+            out.append("    " + style(f"= {f.verification.status}{by}: {f.verification.detail}", dim=True))
         if show_fixes and f.fix is not None:
             out.append("    " + style(f"= fix ({f.fix.applicable}): {f.fix.description}", fg="cyan"))
         if show_links:

@@ -10,6 +10,7 @@ SCALE = _interrupt()
 
 @jax.jit
 def f(x):
+    x = x * SCALE
     if x > 0:
-        return x * SCALE
+        return x
     return x

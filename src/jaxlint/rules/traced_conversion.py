@@ -13,7 +13,7 @@ _CONTAINER_LITERALS = (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp
 class TracedConversion(Rule):
     """
     ## What it does
-    Flags `float()`, `int()`, `complex()`, `.item()`, `.tolist()`, `np.asarray`/`np.array` and NumPy
+    Flags `float()`, `int()`, `complex()`, `bool()`, `.item()`, `.tolist()`, `np.asarray`/`np.array` and NumPy
     ufuncs (`np.exp`, `np.sqrt`, …) applied to a traced value, and indexing a Python list, tuple or dict
     with a traced value.
 
@@ -46,8 +46,8 @@ class TracedConversion(Rule):
     `TracerIntegerConversionError` at the flagged line.
 
     ## Known limitations
-    `bool(x)` is reported by `traced-if`. Under `jax.grad` alone values are concrete and only
-    `float()`/`complex()` are flagged.
+    Under `jax.grad` alone values are concrete and only `float()`/`complex()` are flagged. A truth
+    test without `bool()` (`if x:`) is `traced-if`.
 
     ## References
     - https://docs.jax.dev/en/latest/errors.html#jax.errors.ConcretizationTypeError
@@ -70,6 +70,10 @@ class TracedConversion(Rule):
             return
         qual = where.resolve(node.func) or ""
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if qual == "builtins.bool" and len(node.args) == 1 and len(positional) == 1:
+            if fn.abstract and where.truth_traced(positional[0]):
+                self._report(node, "`bool()`", where, "use `jnp.where` or `jax.lax.cond`, or make it static")
+            return
         if qual in ("builtins.float", "builtins.complex", "builtins.int") and 1 <= len(positional) <= (
                 2 if qual == "builtins.complex" else 1):
             if (fn.abstract or qual != "builtins.int") and any(values.traced(p) for p in positional):

@@ -1,4 +1,4 @@
-"""traced-if: Python truth tests (`if`, ternary, `assert`, `and`/`or`/`not`, `bool()`) on traced values."""
+"""traced-if: Python truth tests (`if`, ternary, `assert`, `and`/`or`/`not`) on traced values."""
 from __future__ import annotations
 
 import libcst as cst
@@ -10,12 +10,13 @@ class TracedIf(Rule):
     """
     ## What it does
     Flags a Python `if`/`elif`, conditional expression, `assert`, `and`/`or`/`not`, chained
-    comparison or `bool(...)` whose truth depends on a value JAX traces abstractly (under `jax.jit`,
+    comparison whose truth depends on a value JAX traces abstractly (under `jax.jit`,
     `vmap`, `pmap`, `checkpoint`, or inside a `lax.scan`/`fori_loop`/`while_loop`/`cond` body).
 
     ## Why is this bad?
     While tracing, arrays are abstract: JAX knows their shape and dtype but not their values, so it
-    cannot pick a branch. Calling `bool()` on a tracer raises `TracerBoolConversionError`.
+    cannot pick a branch: the truth test raises `TracerBoolConversionError`. An explicit `bool(x)`
+    is a conversion and is reported by `traced-conversion`.
 
     ## Example
     ```python
@@ -99,10 +100,6 @@ class TracedIf(Rule):
     def visit_UnaryOperation(self, node: cst.UnaryOperation, where: Where) -> None:
         if isinstance(node.operator, cst.Not) and not where.model.is_test(node):
             self._check(node, node.expression, "`not`", where)
-
-    def visit_Call(self, node: cst.Call, where: Where) -> None:
-        if len(node.args) == 1 and not where.model.is_test(node) and where.resolve(node.func) == "builtins.bool":
-            self._check(node, node.args[0].value, "`bool()`", where)
 
     def visit_Comparison(self, node: cst.Comparison, where: Where) -> None:
         if len(node.comparisons) > 1 and not where.model.is_test(node):

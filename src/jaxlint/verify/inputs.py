@@ -1,0 +1,607 @@
+"""Building what a flagged function is called with: arguments from how the body uses them, and instances.
+
+Runs inside the verification worker (it imports JAX lazily). A parameter's structure is read from
+the function's own body — subscripts with string keys make a dict, integer subscripts and
+unpacking a tuple, iteration a list, attribute reads a record — and its leaves are arrays of one
+of a few candidate shapes, tried in turn until tracing reaches the flagged line. Static values come
+from defaults, annotations (`int`, `bool`, `Literal[...]`) and literal arguments at call sites in
+the same file. Instances are built the way the class says it is built.
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import dataclasses
+import inspect
+import os
+from typing import Any, Optional
+
+ARRAY_NAMES = {"Array", "ndarray", "ArrayLike", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Inexact",
+               "Integer", "UInt", "Complex", "ShapeDtypeStruct", "ArrayTree", "PyTree", "Tensor"}
+KEY_NAMES = {"key", "rng", "rng_key", "prng_key", "subkey", "prng", "seed_key", "dropout_key", "sample_key"}
+KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
+# (shape, integer?) tried in turn for array leaves: a scalar, an integer scalar (indices, counts),
+# then small arrays whose matmuls and reshapes are consistent with each other.
+SHAPE_VARIANTS = [((), False), ((), True), ((3,), False), ((3, 3), False)]
+_ARRAY_ATTRS = {"shape", "ndim", "dtype", "size", "T", "at", "real", "imag", "sum", "mean", "max", "min",
+                "reshape", "astype", "item", "tolist", "std", "any", "all", "dot", "nonzero", "repeat", "squeeze",
+                "transpose", "flatten", "ravel", "clip", "argmax", "argmin", "var", "prod", "cumsum", "conj",
+                "swapaxes", "round", "sort", "block_until_ready", "mT", "take", "view"}
+# Names that, for a plain (untraced) call, usually hold Python values rather than arrays.
+_COUNT_NAMES = {"n", "k", "num", "steps", "depth", "count", "length", "size", "dim", "features", "width",
+                "hidden", "num_steps", "n_steps", "batch_size", "seed", "axis", "i", "idx", "index"}
+
+
+class CannotBuild(Exception):
+    """The inputs for a function could not be built; the message says why."""
+
+
+# ---- structure read from how the body uses a parameter -------------------------------------------
+
+Spec = tuple  # ("array",) | ("dict", {key: Spec}) | ("seq", [Spec], iterated) | ("obj", {attr: Spec}) |
+#               ("key",) | ("keyfn",) | ("call",)
+
+
+def _merge(a: Optional[Spec], b: Optional[Spec]) -> Optional[Spec]:
+    if a is None or a[0] == "array":
+        return b if b is not None else a
+    if b is None or b[0] == "array":
+        return a
+    if a[0] == b[0] == "dict" or a[0] == b[0] == "obj":
+        keys = dict(a[1])
+        for k, v in b[1].items():
+            keys[k] = _merge(keys.get(k), v)
+        return (a[0], keys)
+    if a[0] == "seq" and b[0] == "dict" and a[2]:  # iterating a dict yields its keys
+        return b
+    if b[0] == "seq" and a[0] == "dict" and b[2]:
+        return a
+    if a[0] == b[0] == "seq":
+        n = max(len(a[1]), len(b[1]))
+        items = [_merge(a[1][i] if i < len(a[1]) else None, b[1][i] if i < len(b[1]) else None) for i in range(n)]
+        return ("seq", items, a[2] or b[2])
+    return a
+
+
+class _Usage:
+    """Reads a parameter's structure from the expressions that use it inside one function."""
+
+    def __init__(self, fn: ast.AST, tree: Optional[ast.Module] = None,
+                 namespace: Optional[dict[str, Any]] = None) -> None:
+        self.fn = fn
+        self.tree = tree
+        self.namespace = namespace or {}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.loads: dict[str, list[ast.Name]] = collections.defaultdict(list)
+        for node in ast.walk(fn):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.loads[node.id].append(node)
+
+    def of_name(self, name: str, depth: int = 0, seen: Optional[set[str]] = None) -> Optional[Spec]:
+        seen = seen or set()
+        if name in seen or depth > 6:
+            return None
+        seen = seen | {name}
+        spec: Optional[Spec] = None
+        for node in self.loads.get(name, []):
+            spec = _merge(spec, self.of_expr(node, depth, seen))
+        return spec
+
+    def _callee(self, func: ast.expr) -> tuple[Optional[ast.FunctionDef], Optional[ast.Module]]:
+        if isinstance(func, ast.Name) and self.tree is not None:
+            local = next((s for s in self.tree.body if isinstance(s, ast.FunctionDef) and s.name == func.id), None)
+            if local is not None:
+                return local, self.tree
+        if not isinstance(func, (ast.Name, ast.Attribute)) or not self.namespace:
+            return None, None
+        try:  # `squared_error` or `losses.squared_error`, imported from another module
+            obj = eval(compile(ast.Expression(func), "<callee>", "eval"), {}, self.namespace)
+        except Exception:  # noqa: BLE001
+            return None, None
+        code = getattr(inspect.unwrap(obj), "__code__", None) if callable(obj) else None
+        if code is None or f"{os.sep}site-packages{os.sep}" in code.co_filename:
+            return None, None  # only the project's own functions: libraries' usage is not the caller's
+        tree = _parsed(code.co_filename)
+        if tree is None:
+            return None, None
+        found = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
+                      and code.co_firstlineno in (n.lineno, min([n.lineno] + [d.lineno for d in n.decorator_list]))),
+                     None)
+        return found, tree
+
+    def _target(self, target: ast.AST, depth: int, seen: set[str]) -> Optional[Spec]:
+        if isinstance(target, ast.Name):
+            return self.of_name(target.id, depth + 1, seen)
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return ("seq", [self._target(t, depth, seen) for t in target.elts], False)
+        return None
+
+    def of_expr(self, node: ast.AST, depth: int, seen: set[str]) -> Optional[Spec]:
+        """What the value of `node` must look like, judging by its parent."""
+        parent = self.parents.get(node)
+        if parent is None:
+            return None
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            inner = self.of_expr(parent, depth + 1, seen) if isinstance(parent.ctx, ast.Load) else None
+            key = parent.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                return ("dict", {key.value: inner})
+            if isinstance(key, ast.Constant) and isinstance(key.value, int) and not isinstance(key.value, bool) \
+                    and 0 <= key.value < 8 and inner is not None and inner[0] != "array":
+                # `x[0]` alone fits an array as well; `params[0]["w"]` is a sequence of records.
+                return ("seq", [None] * key.value + [inner], False)
+            return ("array",)
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            if parent.attr in _ARRAY_ATTRS:
+                return ("array",)
+            call = self.parents.get(parent)
+            if isinstance(call, ast.Call) and call.func is parent:
+                return ("obj", {parent.attr: ("call",)})
+            if parent.attr.startswith("__"):
+                return None  # `fn.__name__`, `x.__class__`: any object has these
+            return ("obj", {parent.attr: self.of_expr(parent, depth + 1, seen)})
+        if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
+            return ("seq", [self._target(parent.target, depth, seen)] * 2, True)
+        if isinstance(parent, ast.Call):
+            func = parent.func
+            fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if func is node:
+                return ("call",)
+            if fname == "len" and parent.args and parent.args[0] is node:
+                return ("seq", [None, None], True)
+            if fname in ("enumerate", "zip", "reversed") and node in parent.args:
+                outer = self.parents.get(parent)
+                if isinstance(outer, (ast.For, ast.comprehension)) and outer.iter is parent:
+                    t = outer.target
+                    elem: Optional[Spec] = None
+                    if isinstance(t, ast.Tuple):
+                        pos = 1 if fname == "enumerate" else parent.args.index(node)
+                        if pos < len(t.elts):
+                            elem = self._target(t.elts[pos], depth, seen)
+                    elif fname == "reversed":
+                        elem = self._target(t, depth, seen)
+                    return ("seq", [elem] * 2, True)
+            if node in parent.args and depth < 4:
+                # Passed to a function of this module or one it imports: how that function uses it.
+                callee, tree = self._callee(func)
+                if callee is not None and callee is not self.fn:
+                    params = callee.args.posonlyargs + callee.args.args
+                    pos = parent.args.index(node)
+                    if pos < len(params) and not any(isinstance(a, ast.Starred) for a in parent.args[:pos]):
+                        return _Usage(callee, tree, self.namespace).of_name(params[pos].arg, depth + 1)
+            return None
+        if isinstance(parent, ast.Assign) and parent.value is node:
+            spec: Optional[Spec] = None
+            for t in parent.targets:
+                spec = _merge(spec, self._target(t, depth, seen))
+            return spec
+        if isinstance(parent, (ast.Starred,)):
+            return ("seq", [None, None], True)
+        return None
+
+
+_PARSED: dict[str, Optional[ast.Module]] = {}
+
+
+def _parsed(path: str) -> Optional[ast.Module]:
+    if path not in _PARSED:
+        try:
+            with open(path, "rb") as f:
+                _PARSED[path] = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            _PARSED[path] = None
+    return _PARSED[path]
+
+
+def structure(fn: ast.AST, name: str, tree: Optional[ast.Module] = None,
+              namespace: Optional[dict[str, Any]] = None) -> Optional[Spec]:
+    """The structure of parameter `name` of `fn` as its body (and the same-module functions it passes
+    the parameter to) uses it; None when there is no evidence (an array)."""
+    return _Usage(fn, tree, namespace).of_name(name)
+
+
+# ---- values --------------------------------------------------------------------------------------
+
+
+def annotation_head(ann: Optional[ast.expr]) -> Optional[str]:
+    if ann is None:
+        return None
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        text = ann.value.split("[")[0].split("|")[0].strip()
+        return text.split(".")[-1] or None
+    if isinstance(ann, ast.Subscript):
+        head = annotation_head(ann.value)
+        if head == "Optional":
+            return annotation_head(ann.slice)
+        return head
+    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):  # `int | None`
+        return annotation_head(ann.left)
+    if isinstance(ann, ast.Attribute):
+        return ann.attr
+    if isinstance(ann, ast.Name):
+        return ann.id
+    return None
+
+
+def jaxtyping_dims(ann: Optional[ast.expr]) -> Optional[tuple[int, ...]]:
+    """`Float[Array, "b n"]` -> (2, 3); None when the annotation is not jaxtyping-style."""
+    if not isinstance(ann, ast.Subscript) or not isinstance(ann.slice, ast.Tuple) or len(ann.slice.elts) != 2:
+        return None
+    spec = ann.slice.elts[1]
+    if not isinstance(spec, ast.Constant) or not isinstance(spec.value, str):
+        return None
+    dims = []
+    for i, tok in enumerate(spec.value.split()):
+        tok = tok.lstrip("*#_")
+        if tok == "...":
+            continue
+        dims.append(int(tok) if tok.isdigit() else 2 + (i % 2))
+    return tuple(dims)
+
+
+def _literal_choice(ann: Optional[ast.expr]) -> tuple[bool, Any]:
+    """(True, first value) for `Literal["a", "b"]`."""
+    if isinstance(ann, ast.Subscript) and annotation_head(ann.value) == "Literal":
+        first = ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) else ann.slice
+        try:
+            return True, ast.literal_eval(first)
+        except ValueError:
+            pass
+    return False, None
+
+
+def is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, SyntaxError, TypeError, RecursionError):
+        return False
+
+
+def call_site_values(tree: ast.Module, name: str) -> dict[Any, Any]:
+    """Literal arguments given to `name(...)` anywhere in the file: {position or keyword: value}."""
+    found: dict[Any, Any] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if callee != name:
+            continue
+        for i, a in enumerate(node.args):
+            if isinstance(a, ast.Starred):
+                break
+            if is_literal(a):
+                found.setdefault(i, ast.literal_eval(a))
+        for kw in node.keywords:
+            if kw.arg and is_literal(kw.value):
+                found.setdefault(kw.arg, ast.literal_eval(kw.value))
+    return found
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return f"{type(value).__name__}(" + ", ".join(f"{k}={describe(v)}" for k, v in zip(value._fields, value)) + ")"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(describe(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        text = repr(value)
+        return text if len(text) <= 40 else f"a {type(value).__name__}"
+    short = {"float32": "f32", "int32": "i32", "bool": "bool", "uint32": "u32"}.get(str(dtype), str(dtype))
+    if short.startswith("key<"):
+        return "key"
+    return f"{short}[{','.join(str(d) for d in shape)}]"
+
+
+class Inputs:
+    """Builds the arguments of one call of a flagged function, for one candidate shape."""
+
+    def __init__(self, tree: ast.Module, variant: int = 0, batch: bool = False, lead: int = 2,
+                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None) -> None:
+        self.tree = tree
+        self.namespace = namespace or {}
+        self.variant = variant
+        self.batch = batch
+        self.lead = lead
+        self.plain_call = plain_call
+        self.counter = 0
+        self.key_counter = 0
+        self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
+
+    # -- leaves --
+    def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
+              offset: int = 0) -> Any:
+        import jax.numpy as jnp
+        import numpy as np
+
+        shape, variant_int = SHAPE_VARIANTS[self.variant]
+        full = ((self.lead,) if self.batch else ()) + (dims if dims is not None else shape)
+        # Distinct, non-degenerate values per leaf: results must depend on what they read. Built in
+        # NumPy and transferred once: a JAX expression here would compile a kernel per leaf.
+        self.counter += 1
+        values = 0.25 * self.counter + 0.5 + 0.1 * np.arange(int(np.prod(full))).reshape(full) + offset
+        if boolean:
+            return jnp.asarray(values > 1.0)
+        if integer or (variant_int and dims is None):
+            return jnp.asarray(values.astype(np.int32))
+        return jnp.asarray(values.astype(np.float32))
+
+    def key(self) -> Any:
+        import jax
+
+        self.key_counter += 1
+        return jax.random.key(self.key_counter)
+
+    def from_spec(self, spec: Optional[Spec], name: str) -> Any:
+        if spec is None or spec[0] == "array":
+            if self.plain_call and (name in _COUNT_NAMES or name.startswith(("n_", "num_"))
+                                    or name.endswith(("_size", "_dim", "_len", "_length", "_steps"))):
+                return 3  # a count read from a configuration record
+            return self.key() if name in KEY_NAMES else self.array()
+        kind = spec[0]
+        if kind == "dict":
+            return {k: self.from_spec(v, k) for k, v in sorted(spec[1].items())}
+        if kind == "seq":
+            items = [self.from_spec(s, name) for s in spec[1]]
+            return items if spec[2] else tuple(items)
+        if kind == "obj":
+            attrs = spec[1]
+            if any(v is not None and v[0] == "call" for v in attrs.values()):
+                raise CannotBuild(f"could not build inputs for `{name}`: it is an object whose methods "
+                                  f"(`{'`, `'.join(sorted(k for k, v in attrs.items() if v and v[0] == 'call'))}`) "
+                                  "are called")
+            cls = collections.namedtuple(f"{name.title().replace('_', '')}Record", sorted(attrs))  # a pytree
+            return cls(**{k: self.from_spec(v, k) for k, v in attrs.items()})
+        if kind == "call":
+            raise CannotBuild(f"could not build inputs for `{name}`: it is called as a function")
+        return self.array()
+
+    # -- parameters --
+    def value_for(self, fn: ast.AST, p: ast.arg, static: bool, default: Optional[ast.expr],
+                  site: dict[Any, Any], index: int) -> Any:
+        """The value for one parameter; raises CannotBuild with the reason."""
+        ann = annotation_head(p.annotation)
+        name = p.arg
+        lit, choice = _literal_choice(p.annotation)
+        if static or (self.plain_call and ann in ("int", "float", "bool", "str")):
+            if index in site or name in site:
+                return site.get(name, site.get(index))
+            if default is not None and is_literal(default):
+                return ast.literal_eval(default)
+            if lit:
+                return choice
+            if ann in {"int": 0, "bool": 0, "float": 0, "str": 0}:
+                return {"int": 3, "bool": True, "float": 1.0, "str": ""}[ann]
+            if not static:
+                pass
+            elif self.batch:
+                return 0.5  # an unmapped argument: any concrete value will do
+            else:
+                raise CannotBuild(f"no value for static parameter `{name}` (give it a default, an annotation "
+                                  "or call it with a literal in this file)")
+        if name == "getkey" or ann == "getkey":  # equinox's test fixture: a function returning fresh keys
+            return self.key_factory()
+        if name in ("capfd", "capsys", "tmp_path", "monkeypatch", "request"):
+            raise CannotBuild(f"`{name}` is a pytest fixture that verification does not provide")
+        if name in ("rngs",) or ann == "Rngs":
+            from flax import nnx  # noqa: PLC0415 - only code that asks for `rngs` needs flax
+
+            return nnx.Rngs(0)
+        if name in KEY_NAMES or ann in KEY_ANNOTATIONS:
+            return self.key()
+        if self.plain_call and ann is None:
+            if name in ("shape", "dims") or name.endswith("_shape"):
+                return (3,)
+            if name in ("sizes", "shapes", "layer_sizes", "features_list"):
+                return [3, 3, 2]
+            if name in _COUNT_NAMES or name.startswith(("n_", "num_")):
+                return 3
+        if lit:
+            return choice
+        if ann == "int":
+            return self.array(integer=True, offset=2) if not self.plain_call else 3
+        if ann == "bool":
+            return self.array(boolean=True)
+        if ann in ("str",):
+            raise CannotBuild(f"no value for string parameter `{name}`")
+        spec = structure(fn, name, self.tree, self.namespace)
+        if ann in ("dict", "Dict", "Mapping", "list", "List", "tuple", "Tuple", "Sequence", None) or ann in ARRAY_NAMES:
+            if spec is None and ann in ("dict", "Dict", "Mapping"):
+                raise CannotBuild(f"could not build inputs for `{name}`: a dict whose keys the function does not "
+                                  "name")
+            dims = jaxtyping_dims(p.annotation)
+            if ann in ARRAY_NAMES and ann not in ("PyTree", "ArrayTree"):
+                spec = None  # the annotation says array: subscripts and unpacking are array operations
+            if dims is not None and (spec is None or spec[0] == "array"):
+                h = ann or ""
+                return self.array(dims, integer=h in ("Int", "Integer", "UInt"), boolean=h == "Bool")
+            return self.from_spec(spec, name)
+        if ann == "float":
+            return self.array()
+        instance = self.instance_by_name(ann)
+        if instance is None and p.annotation is not None:
+            try:  # a dotted annotation (`nnx.Linear`), read in the function's own namespace
+                cls = eval(compile(ast.Expression(p.annotation), "<annotation>", "eval"), {}, self.namespace)
+            except Exception:  # noqa: BLE001 - an annotation that does not evaluate gives no instance
+                cls = None
+            if isinstance(cls, type):
+                instance = build_instance(cls, self, depth=1)
+        if instance is not None:
+            return instance
+        if spec is not None and spec[0] in ("obj", "dict", "seq"):
+            return self.from_spec(spec, name)  # a configuration object: the fields the body reads
+        raise CannotBuild(f"could not build inputs for `{name}`: annotation `{ann}` is not an array")
+
+    def key_factory(self) -> Any:
+        def getkey() -> Any:
+            return self.key()
+
+        return getkey
+
+    def instance_by_name(self, ann: Optional[str]) -> Any:
+        """An instance of a class named in an annotation, when the module defines or imports it."""
+        cls = self.namespace.get(ann) if ann else None
+        if isinstance(cls, type):
+            return build_instance(cls, self, depth=1)
+        return None
+
+    def arguments(self, fn: ast.FunctionDef, statics: set[str], skip_first: bool = False
+                  ) -> tuple[list[Any], dict[str, Any], str]:
+        """(positional args, keyword args, a description) for a call of `fn`."""
+        args = fn.args
+        params = args.posonlyargs + args.args
+        defaults: list[Optional[ast.expr]] = [None] * (len(params) - len(args.defaults)) + list(args.defaults)
+        if skip_first:
+            params, defaults = params[1:], defaults[1:]
+        site = call_site_values(self.tree, fn.name)
+        self.omitted = [p.arg for p in args.kwonlyargs]
+        values: list[Any] = []
+        desc: list[str] = []
+        required = len(params) - len([d for d in defaults if d is not None])
+        for i, (p, default) in enumerate(zip(params, defaults)):
+            static = p.arg in statics
+            if default is not None and i >= required and not static and is_literal(default) \
+                    and annotation_head(p.annotation) not in ARRAY_NAMES and p.arg not in site and i not in site:
+                # Leave literal defaults (and everything after them) to the function.
+                self.omitted += [q.arg for q in params[i:]]
+                break
+            value = self.value_for(fn, p, static, default, site, i)
+            values.append(value)
+            desc.append(f"{p.arg}={value!r}" if static else f"{p.arg}: {describe(value)}")
+        kwargs: dict[str, Any] = {}
+        for p, default in zip(args.kwonlyargs, args.kw_defaults):
+            if default is not None:
+                continue
+            value = self.value_for(fn, p, p.arg in statics, None, site, p.arg)
+            kwargs[p.arg] = value
+            desc.append(f"{p.arg}: {describe(value)}")
+        return values, kwargs, f"{fn.name}({', '.join(desc)})"
+
+
+# ---- instances -----------------------------------------------------------------------------------
+
+
+def _value_for_type(tp: Any, name: str, inputs: Inputs, depth: int) -> Any:
+    """A value for a field or `__init__` parameter, from its (possibly string) annotation."""
+    text = tp if isinstance(tp, str) else getattr(tp, "__forward_arg__", None) or getattr(tp, "__name__", None) \
+        or repr(tp)
+    head = text.split("[")[0].split("|")[0].strip().split(".")[-1]
+    if name == "rngs" or head == "Rngs":
+        from flax import nnx
+
+        return nnx.Rngs(0)
+    if name in KEY_NAMES or head in KEY_ANNOTATIONS:
+        return inputs.key()
+    if head == "int" or (head in ("", "Any") and (name in _COUNT_NAMES or name.startswith(("n_", "num_")))):
+        return 3
+    if head == "float":
+        return 0.5
+    if head == "bool":
+        return False
+    if head == "str":
+        return "x"
+    if head in ("tuple", "Tuple", "Sequence") and ("int" in text):
+        return (3, 3)
+    if head in ARRAY_NAMES or head in ("", "Any", "object"):
+        return inputs.array()
+    if isinstance(tp, type) and depth < 3:
+        return build_instance(tp, inputs, depth + 1)
+    raise CannotBuild(f"no value for `{name}: {text}`")
+
+
+def _is_linen(cls: type) -> bool:
+    return any(c.__module__.startswith("flax.linen") and c.__name__ == "Module" for c in cls.__mro__)
+
+
+def build_instance(cls: type, inputs: Inputs, depth: int = 0, method: str = "") -> Any:
+    """An instance of `cls`, built the way the class says it is built; CannotBuild with the reason."""
+    import unittest
+
+    if issubclass(cls, unittest.TestCase):
+        inst = cls(method) if method and hasattr(cls, method) else cls()
+        try:
+            inst.setUp()
+        except Exception:  # noqa: BLE001 - a failing setUp leaves what the test method needs unset
+            pass
+        return inst
+    problems: list[str] = []
+    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):  # NamedTuple
+        hints = getattr(cls, "__annotations__", {})
+        defaults = getattr(cls, "_field_defaults", {})
+        return cls(**{f: _value_for_type(hints.get(f, ""), f, inputs, depth) for f in cls._fields if f not in defaults})
+    init = cls.__dict__.get("__init__") or next((c.__dict__["__init__"] for c in cls.__mro__[1:]
+                                                  if "__init__" in c.__dict__), None)
+    generated = dataclasses.is_dataclass(cls) and (init is None or getattr(init, "__qualname__", "").endswith(
+        "__create_fn__.<locals>.__init__") or "__create_fn__" in getattr(init, "__qualname__", ""))
+    if dataclasses.is_dataclass(cls) and (generated or _is_linen(cls)):
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if not f.init or f.name in ("parent", "name"):
+                continue
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+                continue
+            kwargs[f.name] = _value_for_type(f.type, f.name, inputs, depth)
+        try:
+            return cls(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"{cls.__name__}(**fields) raised {type(exc).__name__}")
+    else:
+        try:
+            sig = inspect.signature(cls)
+        except (TypeError, ValueError):
+            sig = None
+        if sig is not None:
+            args: list[Any] = []
+            kwargs = {}
+            try:
+                for p in sig.parameters.values():
+                    if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty:
+                        continue
+                    ann = p.annotation if p.annotation is not p.empty else ""
+                    value = _value_for_type(ann, p.name, inputs, depth)
+                    if p.kind == p.KEYWORD_ONLY:
+                        kwargs[p.name] = value
+                    else:
+                        args.append(value)
+                return cls(*args, **kwargs)
+            except CannotBuild as exc:
+                problems.append(str(exc))
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"{cls.__name__}(...) raised {type(exc).__name__}")
+    if depth > 0:
+        raise CannotBuild(f"could not construct a `{cls.__name__}`" + (f" ({problems[0]})" if problems else ""))
+    return bare_instance(cls, inputs, method)
+
+
+def bare_instance(cls: type, inputs: Inputs, method: str) -> Any:
+    """`cls.__new__(cls)` with array values for the attributes `method` reads and the class lacks."""
+    try:
+        inst = object.__new__(cls) if cls.__new__ is object.__new__ else cls.__new__(cls)
+    except Exception as exc:  # noqa: BLE001
+        raise CannotBuild(f"could not construct a `{cls.__name__}`: {type(exc).__name__}") from None
+    fn = getattr(cls, method, None) if method else None
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    if code is not None:
+        try:
+            src = ast.parse(inspect.cleandoc("\n" + inspect.getsource(code)))
+        except (OSError, TypeError, SyntaxError):
+            src = None
+        if src is not None:
+            reads = {n.attr for n in ast.walk(src) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and n.value.id == "self"}
+            for attr in sorted(reads):
+                if hasattr(cls, attr):
+                    continue
+                try:
+                    object.__setattr__(inst, attr, inputs.array((3,)))
+                except Exception:  # noqa: BLE001 - slots or a frozen class: leave it unset
+                    pass
+    return inst
