@@ -151,7 +151,7 @@ class GlobalMutation(Rule):
             if q in TREE_MAPS and value.args:
                 # a tree of whatever the callback returns: static if its summary says so
                 ref = model.resolve_callable(value.args[0].value, where.scope)
-                return ref is not None and ref.fn.traced and not model.returns_traced(ref.fn)
+                return ref is not None and ref.fn.traced and not where.is_traced(value)
             if q in _STRUCTURE_CALLS:
                 return _STRUCTURE_CALLS[q] is None
             # a library function (not JAX's own) of values that hold no tracer builds none either

@@ -52,7 +52,6 @@ class ModuleModel:
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
-        self._returns: dict[int, bool] = {}
         self._returns_busy: set[int] = set()
         self._site_returns: dict[tuple[int, frozenset[str]], Optional[list[bool]]] = {}
         self._calls_busy: set[int] = set()
@@ -294,30 +293,6 @@ class ModuleModel:
         return attr in self.static_field_names
 
     # ---- function summaries -----------------------------------------------------------------
-
-    def returns_traced(self, fn: "FunctionInfo") -> bool:
-        """Whether a traced function's return value carries tracers, given what its callers pass."""
-        key = id(fn)
-        if key in self._returns:
-            return self._returns[key]
-        if key in self._returns_busy:
-            return False  # recursion: the other returns decide
-        node = fn.node
-        if isinstance(node, cst.Lambda):
-            exprs: list[cst.BaseExpression] = [node.body]
-        elif isinstance(node, cst.FunctionDef):
-            exprs = [r.value for r in _returns(node.body) if r.value is not None]
-        else:
-            return True
-        self._returns_busy.add(key)
-        try:
-            values = Values(self, fn)
-            out = any(values.traced(x) for x in exprs)
-        finally:
-            self._returns_busy.discard(key)
-        if self.summaries_final:
-            self._returns[key] = out
-        return out
 
     def call_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
         """What a call of a summarised helper returns, given the arguments of this call (a helper called
