@@ -9,7 +9,7 @@ from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import JIT_LIKE
 from ..semantic import FunctionInfo, LoopInfo
-from ..syntax import iter_children
+from ..syntax import dotted, iter_children
 from .base import Rule, Where
 
 
@@ -51,6 +51,9 @@ def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> set[str]:
 def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpression]]:
     """The values bound to `name` in `fn`, taking a tuple assigned from a tuple element by element."""
     return [b.assigned for b in fn.bindings(name)]
+
+
+_MEMOISING = frozenset({"cached_property", "cache", "lru_cache"})
 
 
 def _item_function(expr: cst.BaseExpression, per_item: set[str]) -> bool:
@@ -326,6 +329,9 @@ class JitInLoop(Rule):
         fn = where.function
         if fn is None or fn.cls is None or not fn.is_method or fn.name in ("__init__", "setup", "__post_init__"):
             return
+        if any((dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "").split(".")[-1]
+               in _MEMOISING for d in fn.decorators):
+            return  # `@functools.cached_property`: the body runs once per instance, the loop reuses its result
         if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
                 and expr.value.value == fn.params[0].name and expr.attr.value in fn.cls.defs):
             return
