@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
-from ..syntax import children, dotted, iter_children
+from ..syntax import _target_names, children, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -301,7 +301,7 @@ class PrngKeyReuse(Rule):
                 walk(n.for_in.iter, inside)  # evaluated once
                 level: Optional[cst.CompFor] = n.for_in
                 while level is not None:
-                    if base in _names_bound(level.target):
+                    if base in set(_target_names(level.target)):
                         return  # the key is the comprehension's own variable
                     level = level.inner_for_in
                 for child in iter_children(n):
@@ -518,12 +518,3 @@ def _callee(call: cst.CSTNode) -> str:
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
-
-
-def _names_bound(target: cst.BaseExpression) -> set[str]:
-    """The names a comprehension target binds (`k`, `(i, k)`)."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return set().union(*(_names_bound(el.value) for el in target.elements))
-    return set()

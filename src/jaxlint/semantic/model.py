@@ -125,14 +125,7 @@ class ModuleModel:
         """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
         of this module) that returns only shape facts (`return self.params.shape[0]`)."""
         fn = scope.function_scope()
-        if fn is None or not isinstance(e.value, cst.Name):
-            return False
-        cls: Optional[ClassInfo] = None
-        p = fn.param(e.value.value)
-        if p is not None and fn.is_method and fn.params and p is fn.params[0]:
-            cls = fn.cls
-        elif p is not None and p.annotation is not None:
-            cls = self.root.classes.get(p.annotation)
+        cls = self.class_of(e.value, fn) if fn is not None else None
         if cls is None:
             return False
         prop = cls.defs.get(e.attr.value)
