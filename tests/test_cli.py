@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from jaxlint.cli import main
+from project_files import write as _write
 
 HAZARD = textwrap.dedent(
     """\
@@ -37,11 +38,6 @@ CLEAN = textwrap.dedent(
 )
 
 
-def _write(tmp: Path, name: str, text: str) -> Path:
-    p = tmp / name
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 def _run(*args: str, cwd: Path | None = None):

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from jaxlint.cli import main
+from project_files import write as _write
 
 # Three findings: print-in-trace (safe fix), traced-if on an `int` parameter (unsafe fix: mark it
 # static), and traced-while (no fix).
@@ -45,11 +46,6 @@ HAZARD = textwrap.dedent(
 )
 
 
-def _write(tmp: Path, name: str, text: str) -> Path:
-    p = tmp / name
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 def _run(*args: str, env: dict | None = None):

@@ -11,6 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from jaxlint.cli import main
+from project_files import write as _write
 
 HAZARD = textwrap.dedent(
     """\
@@ -26,11 +27,6 @@ HAZARD = textwrap.dedent(
 )
 
 
-def _write(tmp: Path, name: str, text: str) -> Path:
-    p = tmp / name
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 def _findings(*args: str) -> list[dict]:
