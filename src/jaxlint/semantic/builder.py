@@ -37,6 +37,7 @@ class _Builder:
     def __init__(self, model: ModuleModel) -> None:
         self.m = model
         self.guards: frozenset[str] = frozenset()
+        self.branches: tuple[tuple[int, bool], ...] = ()  # the if/else arms around the walk: (if node, in body)
         self.counter = 0
         self.top: Optional[int] = None
 
@@ -213,6 +214,7 @@ class _Builder:
         if isinstance(scope, FunctionInfo):
             scope.events.append((target, value, how))
             scope.event_orders.append(self.counter)
+            scope.event_branches.append(self.branches)
 
     def on_assign(self, node: cst.Assign, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.walk(node.value, scope, loop)
@@ -341,15 +343,24 @@ class _Builder:
         self._mark_test(node.test)
         self.walk(node.test, scope, loop)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test)
+        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test) | _flag_tests(node.test, True)
+        branches = self.branches
+        self.branches = branches + ((id(node), True),)
         self.walk(node.body, scope, loop)
         self.guards = saved
         if node.orelse is not None:
+            self.guards = saved | _flag_tests(node.test, False)
+            self.branches = branches + ((id(node), False),)
             self.walk(node.orelse, scope, loop)
+            self.guards = saved
         elif isinstance(scope, FunctionInfo) and loop is None and isinstance(scope.node, cst.FunctionDef) \
                 and isinstance(scope.node.body, cst.IndentedBlock) \
                 and any(node is stmt for stmt in scope.node.body.body) and _always_exits(node.body):
             scope.none_exits.extend((self.counter, g[5:]) for g in _none_tests(node.test))
+        self.branches = branches
+        if node.orelse is None and _always_exits(node.body):
+            # `if use_jax: return …`: the rest of the block runs only when the test was false
+            self.guards = self.guards | _flag_tests(node.test, False)
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -599,6 +610,18 @@ def _always_exits(block: cst.BaseSuite) -> bool:
     else:
         last = None
     return isinstance(last, (cst.Return, cst.Raise))
+
+
+def _flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    """`if use_jax:` → {"true:use_jax"} in its body and {"false:use_jax"} in its `else` (and the reverse
+    for `if not use_jax:`): a branch that runs only for one truth value of a name."""
+    if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
+        return frozenset({f"{'true' if holds else 'false'}:{e.value}"})
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        return _flag_tests(e.expression, not holds)
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
+        return _flag_tests(e.left, holds) | _flag_tests(e.right, holds)
+    return frozenset()
 
 
 def _none_tests(e: cst.BaseExpression) -> frozenset[str]:

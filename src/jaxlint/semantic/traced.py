@@ -15,7 +15,7 @@ from ..jaxapi import (
     TREE_MAPS,
     Transform,
 )
-from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf
+from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, literal_truth
 from .scopes import CallableRef, FunctionInfo, Param, Scope
 from .values import Values
 
@@ -96,13 +96,16 @@ class _Tracer:
                     decorated.append((fn, got))
                     if got[0].statics == "custom":
                         fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
+        outermost: set[int] = set()
         for fn, (t, opts) in decorated:
             if t.statics == "custom" and len(fn.decorators) == 1:
                 # `@jax.custom_vjp` alone traces nothing: called plainly, or under `grad` (whose rule
                 # gets the primal values), the body sees concrete arrays; traced callers make it traced.
                 continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
-            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
+            inner = id(fn) in outermost
+            outermost.add(id(fn))
+            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner)
         self.seed_calls()
         rules = [(c, s) for c, s, _ in m.all_calls
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
@@ -121,6 +124,7 @@ class _Tracer:
             if not (self.changed or moved) or rounds > 50:
                 break
         m.summaries_final = True
+        solve_flags(m.functions)
         for fn in m.functions:
             if fn.traced and not fn.traced_names:
                 Values(m, fn).solve()
@@ -284,10 +288,19 @@ class _Tracer:
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
              outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
-             application: Optional[cst.Call] = None) -> None:
+             application: Optional[cst.Call] = None, inner: bool = False) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
-        body's carry and element), whatever their defaults say."""
+        body's carry and element), whatever their defaults say. `inner`: a decorator below another
+        transform's, which gets its arguments from that transform."""
         statics = static_param_names(fn, t, opts, offset, lead)
+        if inner and t.statics == "grad":
+            # `@partial(jax.jit, static_argnames=("n",))` over `@partial(jax.grad, argnums=2)`: grad makes
+            # tracers of its `argnums` only; the other arguments are what the outer transform gives.
+            nums = _argnums(opts)
+            usable = [p for p in fn.params if p.index is not None][offset:]
+            if nums is not None:
+                made = {usable[n].name for n in nums if -len(usable) <= n < len(usable)}
+                statics = {p.name for p in fn.params} - made
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         given = {p.name for p in fn.params if not p.has_default}
@@ -319,7 +332,14 @@ class _Tracer:
                   pytrees=set() if t.statics == "filter" else traced)
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
-             caller: Optional[FunctionInfo], pytrees: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+             caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
+             site: Optional[tuple] = None) -> None:
+        """`site`: (key, caller, offset, bound names, arguments) of a call whose arguments are known;
+        without one, the function is traced from somewhere its flags cannot be read."""
+        if site is None:
+            fn.flags_open = True
+        else:
+            fn.flag_sites[site[0]] = site[1:]
         grew = False
         if pytrees - fn.pytree_params:
             fn.pytree_params |= pytrees
@@ -400,7 +420,8 @@ class _Tracer:
             traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
-            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees,
+                      site=None if ref.lead else (id(call), fn, ref.offset, ref.bound_names, tuple(args)))
 
     def _custom_derivative(self, fn: FunctionInfo) -> bool:
         """Whether `fn` is decorated with `jax.custom_vjp`/`jax.custom_jvp`."""
@@ -427,7 +448,8 @@ class _Tracer:
             fn.helper_sites.add((m.root, -1))  # called from another file: the site is not known here
             if fn.target is None:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
-            self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees)
+            self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees,
+                      site=(id(ext), None, 0, frozenset(), ext.args))
 
 
 @dataclass(frozen=True)
@@ -439,6 +461,8 @@ class ArgInfo:
     traced: bool
     pytree: bool
     array: bool = False  # evidently an array (a jnp result, arithmetic, an array-annotated parameter…)
+    truth: Optional[bool] = None  # the truthiness of a literal argument (`use_jax=True`)
+    name: Optional[str] = None  # the name passed, when the argument is a bare name (`use_jax=use_jax`)
 
 
 @dataclass(frozen=True)
@@ -453,10 +477,64 @@ class ExternalCall:
     origin: str = ""  # the caller's file, filled in by the API
 
 
+def solve_flags(functions: list[FunctionInfo]) -> None:
+    """Which parameters have one truthiness at every traced call site: a literal argument, the default
+    when the argument is left out, or the caller's own such parameter passed on (`use_jax=use_jax`)."""
+    fns = [f for f in functions if f.traced and not f.flags_open and f.flag_sites]
+    for _ in range(len(fns) + 1):
+        changed = False
+        for f in fns:
+            merged: Optional[dict[str, Optional[bool]]] = None
+            for caller, offset, bound, args in f.flag_sites.values():
+                truths = _site_truths(f, offset, bound, args, caller)
+                merged = truths if merged is None else {k: v for k, v in merged.items() if truths.get(k) == v}
+            new = {k: v for k, v in (merged or {}).items()
+                   if v is not None and k not in f.assigned and k not in f.declared_nonlocal}
+            if new != f.flags:
+                f.flags = new
+                changed = True
+        if not changed:
+            break
+
+
+def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
+                 caller: Optional[FunctionInfo]) -> dict[str, Optional[bool]]:
+    if any(a.star for a in args):
+        return {}  # `*xs`/`**kw`: which parameter gets what is not known
+    positional = [p for p in callee.params if p.index is not None]
+    given: dict[str, ArgInfo] = {}
+    pos = offset
+    for a in args:
+        if a.keyword is not None:
+            given[a.keyword] = a
+        elif pos < len(positional):
+            given[positional[pos].name] = a
+            pos += 1
+    out: dict[str, Optional[bool]] = {}
+    for p in callee.params:
+        if p.star or p.name in bound or (p.index is not None and p.index < offset):
+            continue
+        a = given.get(p.name)
+        if a is None:
+            out[p.name] = literal_truth(p.default) if p.has_default else None
+            continue
+        truth = a.truth
+        if truth is None and a.name is not None and caller is not None and caller.param(a.name) is not None:
+            truth = caller.flags.get(a.name)
+        out[p.name] = truth
+    return out
+
+
 def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
     """`if rng is None:` where every traced caller passes an `rng`, or where `rng` is a variable of the
-    enclosing function known not to be None wherever the function is traced: the branch never runs traced."""
+    enclosing function known not to be None wherever the function is traced: the branch never runs traced.
+    `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced."""
     for g in guards:
+        if g.startswith(("true:", "false:")):
+            want, _, name = g.partition(":")
+            if fn.flags.get(name, want == "true") != (want == "true"):
+                return True
+            continue
         if not g.startswith("none:"):
             continue
         name = g[5:]
@@ -537,7 +615,8 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
 
     def one(star: str, kw: Optional[str], value: cst.BaseExpression) -> ArgInfo:
         t = values is not None and values.traced(value)
-        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value))  # type: ignore[union-attr]
+        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value),  # type: ignore[union-attr]
+                       literal_truth(value), value.value if isinstance(value, cst.Name) else None)
 
     for a in call.args:
         if a.star == "*":

@@ -442,6 +442,8 @@ class Values:
         returned = self.m.call_returns(e, self)
         if returned is not None:
             return any(returned)  # the helper's summary for these arguments, not a guess from names
+        if qual is not None and self.m.project is not None and self.m.project.static_return(qual):
+            return False  # a helper of another project file that returns only shape facts
         callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
             return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts
