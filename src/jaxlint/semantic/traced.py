@@ -96,6 +96,11 @@ class _Tracer:
                     decorated.append((fn, got))
                     if got[0].statics == "custom":
                         fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
+        for fn, (t, opts) in decorated:
+            if t.statics == "jit" and not any(u.statics == "custom" for f, (u, _o) in decorated if f is fn):
+                # A jitted function's static arguments are Python values inside it, whoever wraps or
+                # calls it: a tracer passed there fails at the call, before the body runs.
+                fn.declared_static |= static_param_names(fn, t, opts, 0) or set()
         outermost: set[int] = set()
         for fn, (t, opts) in decorated:
             if t.statics == "custom" and len(fn.decorators) == 1:
@@ -304,8 +309,16 @@ class _Tracer:
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         given = {p.name for p in fn.params if not p.has_default}
+        left_out: set[str] = set()  # parameters the application does not pass: they keep their defaults
         if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
             given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
+            if not any(a.star for a in application.args):
+                positional = [p for p in fn.params if p.index is not None]
+                named = {a.keyword.value for a in application.args if a.keyword is not None}
+                n_pos = sum(1 for a in application.args if a.keyword is None)
+                passed_pos = {p.name for p in positional[offset:offset + n_pos]}
+                left_out = {p.name for p in fn.params if p.has_default and not p.star
+                            and p.name not in named and p.name not in passed_pos}
         _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
         traced = set()
         for p in fn.params:
@@ -315,8 +328,10 @@ class _Tracer:
                 continue
             if offset == 0 and fn.is_method and p is fn.params[0]:
                 continue  # self/cls: see jit-method-self
-            if _is_literal(p.default) and not (p.index is not None and p.index - offset < passed):
+            if _constant_default(p.default) and not (p.index is not None and p.index - offset < passed):
                 continue  # a flag with a Python default: a constant unless a caller passes it
+            if p.name in left_out:
+                continue
             traced.add(p.name)
         if lead and offset and fn.is_method:
             traced.add(fn.params[0].name)  # `jax.jit(model.apply)`: the variables, hence the module's, are traced
@@ -770,6 +785,17 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
     return out
+
+
+def _constant_default(expr: Optional[cst.BaseExpression]) -> bool:
+    """A default that is a Python constant: a literal, a tuple of literals, or a class-level constant
+    (`NormalizationType.NORMAL`, which JAX could not take as an array argument anyway)."""
+    if _is_literal(expr):
+        return True
+    if isinstance(expr, cst.Tuple):
+        return all(_constant_default(el.value) for el in expr.elements)
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper() \
+        and expr.attr.value[:1].isupper()
 
 
 def _body_arity(kind: str, call: cst.Call) -> int:
