@@ -682,16 +682,20 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
     kwstar = next((p for p in callee.params if p.star == "**"), None)
     pos = offset
     after_star = False
+    tail: Optional[int] = None  # where the positional arguments after a splat go, when that is known
     for i, info in enumerate(args):
         is_t = info.traced
         if info.star == "*":
+            # the positional arguments written after the splat take the last positions it could reach
+            trailing = sum(1 for a in args[i + 1:] if not a.star and a.keyword is None)
+            end = len(positional) if star is not None else max(pos, len(positional) - trailing)
             if is_t:
-                # the positional arguments written after the splat take the last positions it could reach
-                trailing = sum(1 for a in args[i + 1:] if not a.star and a.keyword is None)
-                end = len(positional) if star is not None else max(pos, len(positional) - trailing)
                 traced.update(p.name for p in positional[pos:end] if p.name not in bound)
                 if star:
                     traced.add(star.name)
+            # `f(*pair, idx, n, key)` of a function without `*args`: the last arguments fill the last
+            # parameters (the call gives every parameter a value)
+            tail = end if star is None and not after_star and end + trailing == len(positional) else None
             after_star = True
             continue
         if info.star == "**":
@@ -704,6 +708,9 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
         if info.keyword is not None:
             p = callee.param(info.keyword)
             target = p.name if p is not None else (kwstar.name if kwstar else None)
+        elif after_star and tail is not None:
+            target = positional[tail].name if tail < len(positional) else None
+            tail += 1
         elif after_star:  # its position depends on the splat's length
             if is_t:
                 traced.update(p.name for p in positional[pos:] if p.name not in bound)
