@@ -37,7 +37,7 @@ class _Builder:
     def __init__(self, model: ModuleModel) -> None:
         self.m = model
         self.guards: frozenset[str] = frozenset()
-        self.branches: tuple[tuple[int, bool], ...] = ()  # the if/else arms around the walk: (if node, in body)
+        self.branches: tuple[tuple[object, bool], ...] = ()  # the if/else arms around the walk: (if node, in body)
         self.counter = 0
         self.top: Optional[int] = None
 
@@ -345,12 +345,15 @@ class _Builder:
         saved = self.guards
         self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test) | _flag_tests(node.test, True)
         branches = self.branches
-        self.branches = branches + ((id(node), True),)
+        # the arm of this `if`, and of every `if flag:` testing the same name (`use_jax` branches agree)
+        self.branches = branches + ((id(node), True),) + tuple(
+            (g.partition(":")[2], g.startswith("true:")) for g in _flag_tests(node.test, True))
         self.walk(node.body, scope, loop)
         self.guards = saved
         if node.orelse is not None:
             self.guards = saved | _flag_tests(node.test, False)
-            self.branches = branches + ((id(node), False),)
+            self.branches = branches + ((id(node), False),) + tuple(
+                (g.partition(":")[2], g.startswith("true:")) for g in _flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
             self.guards = saved
         elif isinstance(scope, FunctionInfo) and loop is None and isinstance(scope.node, cst.FunctionDef) \

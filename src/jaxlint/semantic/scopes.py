@@ -99,7 +99,8 @@ class FunctionInfo(Scope):
     # Binding events in this function body: (target, value, how) — how is "=", "aug", "for", "with", "walrus".
     events: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression], str]] = field(default_factory=list)
     event_orders: list[int] = field(default_factory=list)  # source-order stamp of each event
-    event_branches: list[tuple[tuple[int, bool], ...]] = field(default_factory=list)  # if/else arms of each
+    # The if/else arms around each event: (the `if` node's id, or the name an `if flag:` tests; in its body)
+    event_branches: list[tuple[tuple[object, bool], ...]] = field(default_factory=list)
     calls: list[cst.Call] = field(default_factory=list)
     # Trace state, filled in by the model.
     traced: bool = False
@@ -162,7 +163,8 @@ class FunctionInfo(Scope):
         for (target, value, how), branches in zip(self.events, self.event_branches):
             if before is not None and target is before:
                 return out
-            if arms and any(arms.get(node, arm) != arm for node, arm in branches):
+            if arms and any(arms.get(node, arm) != arm for node, arm in branches
+                            if not isinstance(node, str) or node not in self.assigned):
                 continue
             if isinstance(target, cst.Name):
                 if target.value == name:
