@@ -46,6 +46,9 @@ class ProjectIndex:
                 self._roots.append(root)
         self._facts: dict[str, dict[str, ClassFacts]] = {}
         self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
+        self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
+        # Files read while a file they import was still being read (or was read so): in order of reading.
+        self._partial: dict[str, None] = {}
         self._static: Optional[frozenset[str]] = None
 
     def path_of(self, module: str) -> Optional[str]:
@@ -66,6 +69,9 @@ class ProjectIndex:
         path = self.path_of(module)
         if path is None:
             return {}
+        if self._reading and (path in self._reading or path in self._partial):
+            # an import cycle: the reader sees no (or unfinished) classes yet, and is read again later
+            self._partial[self._reading[-1]] = None
         self._read(path)
         return self._facts[path]
 
@@ -83,6 +89,25 @@ class ProjectIndex:
             return
         self._facts[path] = {}  # while it is read: an import cycle sees no classes
         self._static_fns[path] = frozenset()
+        self._reading.append(path)
+        try:
+            self._model(path)
+        finally:
+            self._reading.pop()
+        # Files read inside an import cycle saw an unfinished file: read them again now that the whole
+        # cycle is known (`GARepertoire(Repertoire)` read while `repertoire.py` was still being read).
+        for _ in range(3):
+            if self._reading or not self._partial:
+                break
+            again, self._partial = list(self._partial), {}
+            for p in again:
+                self._reading.append(p)
+                try:
+                    self._model(p)
+                finally:
+                    self._reading.pop()
+
+    def _model(self, path: str) -> None:
         try:
             with open(path, "rb") as f:
                 source = f.read()
@@ -153,7 +178,8 @@ def absolute(qualname: str, module: str, is_package: bool) -> str:
     base = module.split(".") if is_package else module.split(".")[:-1]
     base = base[: len(base) - (dots - 1)] if dots > 1 else base
     rest = qualname[dots:]
-    return ".".join(base + [rest]) if base else rest
+    parts = base + [rest] if rest else base  # `from . import losses`: the package itself
+    return ".".join(parts)
 
 
 def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]:
