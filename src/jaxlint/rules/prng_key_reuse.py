@@ -97,6 +97,9 @@ class PrngKeyReuse(Rule):
         if fn is None:
             return
         initial = {p.name for p in fn.params if _KEY_NAME.search(p.name) or p.annotation in _KEY_ANNOTATIONS}
+        if not initial and not any(_KEY_NAME.search(n) for n in fn.assigned) and not any(
+                (where.model.resolve(c.func, fn) or "").startswith("jax.random.") for c in fn.calls):
+            return  # no key enters this body: no parameter, binding or `jax.random` call can hold one
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
         self._analyse(body, fn, where, initial)
 
@@ -159,31 +162,46 @@ class PrngKeyReuse(Rule):
         cached = self.__dict__.get("_consumer_cache")
         if cached is not None and cached[0] is model:
             return cached[1]
+        # Once per function: the key parameters it samples from or splits itself, and the calls that
+        # hand a parameter on to another function of the module (resolved once, not on every pass).
+        plans: list[tuple[int, set[int], list[tuple[int, int, list[tuple[int, int]]]]]] = []
+        for fn in model.functions:
+            # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
+            positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
+            if not positions:
+                continue
+            direct: set[int] = set()
+            via: list[tuple[int, int, list[tuple[int, int]]]] = []
+            for call in fn.calls:
+                q = model.resolve(call.func, fn) or ""
+                fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
+                if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
+                    name = self._key_arg(call)
+                    if name in positions:
+                        direct.add(positions[name])  # type: ignore[arg-type]
+                    continue
+                handed = [(i, positions[a.value.value]) for i, a in
+                          enumerate(a for a in call.args if a.keyword is None and not a.star)
+                          if isinstance(a.value, cst.Name) and a.value.value in positions]
+                if not handed:
+                    continue
+                callee = self._callee(call, fn)
+                if callee is not None:
+                    via.append((id(callee[0]), callee[1], handed))  # type: ignore[arg-type]
+            if direct or via:
+                plans.append((id(fn), direct, via))
         out: dict[int, set[int]] = {}
         grew = True
         while grew:  # through helpers that hand the key on, to a fixed point
             grew = False
-            for fn in model.functions:
-                # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
-                positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
-                found: set[int] = set()
-                for call in fn.calls:
-                    q = model.resolve(call.func, fn) or ""
-                    fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
-                    if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
-                        name = self._key_arg(call)
-                        if name in positions:
-                            found.add(positions[name])
-                        continue
-                    callee = self._callee(call, fn)
-                    if callee is None or id(callee[0]) not in out:
-                        continue
-                    for i, a in enumerate(a for a in call.args if a.keyword is None and not a.star):
-                        if i + callee[1] in out[id(callee[0])] and isinstance(a.value, cst.Name) \
-                                and a.value.value in positions:
-                            found.add(positions[a.value.value])  # type: ignore[arg-type]
-                if found - out.get(id(fn), set()):
-                    out.setdefault(id(fn), set()).update(found)
+            for fid, direct, via in plans:
+                found = set(direct)
+                for callee_id, offset, handed in via:
+                    consumed = out.get(callee_id)
+                    if consumed:
+                        found.update(pos for i, pos in handed if i + offset in consumed)
+                if found - out.get(fid, set()):
+                    out.setdefault(fid, set()).update(found)
                     grew = True
         self.__dict__["_consumer_cache"] = (model, out)
         return out
