@@ -43,8 +43,10 @@ class PrngKeyReuse(Rule):
     ## What it does
     Flags a PRNG key consumed a second time without a new key in between: two `jax.random` samplers
     on one key, a key split twice, a key sampled from and then split, or a sampler inside a loop on a
-    key the loop never replaces. `split` and `fold_in` consume the key they are given. Both
-    `jax.random.key` and `jax.random.PRNGKey` keys are tracked. Anywhere, not only in traced code.
+    key the loop never replaces. `split` consumes the key it is given; `fold_in(key, data)` derives a
+    new key and leaves `key` usable, as JAX's key-reuse checker does (folding the same data in twice
+    is flagged). Both `jax.random.key` and `jax.random.PRNGKey` keys are tracked. Anywhere, not only
+    in traced code.
 
     ## Why is this bad?
     JAX's random numbers are a pure function of the key: the same key gives the same numbers. Reusing
@@ -234,14 +236,9 @@ class PrngKeyReuse(Rule):
                      loop_names: Optional[Container[str]], root: Optional[cst.CSTNode]) -> None:
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
-        if key in state.consumed:
-            first = state.consumed[key]
-            if self._result_discarded(first):
-                state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
-                return
-            self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
-            return
         if fname == "fold_in":
+            # `fold_in` derives a new key from the key and the data, and leaves the key usable (JAX's own
+            # key-reuse checker agrees): only folding the same data in twice derives the same key twice.
             data = _code(call.args[1].value) if len(call.args) > 1 else ""
             folds = state.folded.setdefault(key, {})
             if data in folds:
@@ -249,8 +246,11 @@ class PrngKeyReuse(Rule):
                              "same key again; fold in distinct data or split it.")
             folds.setdefault(data, call)
             return
-        if key in state.folded:
-            first = next(iter(state.folded[key].values()))
+        if key in state.consumed:
+            first = state.consumed[key]
+            if self._result_discarded(first):
+                state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
+                return
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
             return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
