@@ -122,6 +122,10 @@ class FunctionInfo(Scope):
     flag_sites: dict[int, tuple] = field(default_factory=dict)
     # Traced from somewhere whose arguments are not known here (a transform, a control-flow body).
     flags_open: bool = False
+    # What traced call sites put in the `**kwargs` parameter: the keys every site names (with whether
+    # some site gives a traced value), None until a site is seen; and whether the rest can be traced.
+    kw_keys: Optional[dict[str, bool]] = None
+    kw_rest: bool = False
     # Parameters with the same truthiness at every traced call site (`use_jax=True`): a branch on the
     # other truth value never runs traced.
     flags: dict[str, bool] = field(default_factory=dict)

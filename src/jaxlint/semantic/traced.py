@@ -432,6 +432,8 @@ class _Tracer:
             if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
                 receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
                 args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
+            if not ref.lead:
+                _note_kwargs(ref.fn, args)
             traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
@@ -590,6 +592,22 @@ def _closure_not_none(fn: FunctionInfo, name: str) -> bool:
     return True
 
 
+def _note_kwargs(fn: FunctionInfo, args: list["ArgInfo"]) -> None:
+    """Record what one traced call puts in `fn`'s `**kwargs` (see FunctionInfo.kw_keys)."""
+    kwstar = next((p for p in fn.params if p.star == "**"), None)
+    if kwstar is None:
+        return
+    named = {a.keyword: a.traced for a in args if a.keyword is not None and fn.param(a.keyword) is None}
+    rest = any(a.traced for a in args if a.star == "**")
+    if fn.kw_keys is None:
+        fn.kw_keys = named
+    else:  # a key some site leaves out may come from anywhere at the others
+        rest = rest or any(t for k, t in named.items() if k not in fn.kw_keys) \
+            or any(t for k, t in fn.kw_keys.items() if k not in named)
+        fn.kw_keys = {k: t or fn.kw_keys[k] for k, t in named.items() if k in fn.kw_keys}
+    fn.kw_rest = fn.kw_rest or rest
+
+
 def _note_passed(fn: FunctionInfo, names: set[str]) -> None:
     fn.passed = set(names) if fn.passed is None else fn.passed & names
 
@@ -647,7 +665,32 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
             if items is not None:
                 out.extend(one("", key, value) for key, value in items)
                 continue
+            forwarded = _forwarded_kwargs(a.value, fn)
+            if forwarded is not None:  # `**kwargs` passed on: the keys its callers named, then the rest
+                out.extend(forwarded)
+                continue
         out.append(one(str(a.star), a.keyword.value if a.keyword is not None else None, a.value))
+    return out
+
+
+def _forwarded_kwargs(expr: cst.BaseExpression, fn: Optional[FunctionInfo]) -> Optional[list[ArgInfo]]:
+    """`**kwargs` of `fn`'s own `**` parameter, passed on unchanged: the keys every traced caller of `fn`
+    names, each as traced as some caller made it, and one `**` for the rest."""
+    if fn is None or not isinstance(expr, cst.Name) or fn.kw_keys is None or fn.flags_open:
+        return None
+    kwstar = next((p for p in fn.params if p.star == "**"), None)
+    if kwstar is None or kwstar.name != expr.value or expr.value in fn.assigned:
+        return None
+    for target, _value, _how in fn.events:
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == expr.value:
+            return None  # `kwargs["scale"] = x`: keys added on the way
+    for c in fn.calls:
+        if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name) \
+                and c.func.value.value == expr.value and c.func.attr.value in ("update", "setdefault", "__setitem__"):
+            return None
+    traced = expr.value in fn.traced_params or expr.value in fn.traced_names
+    out = [ArgInfo("", key, traced and t, False) for key, t in fn.kw_keys.items()]
+    out.append(ArgInfo("**", None, traced and fn.kw_rest, False))
     return out
 
 
