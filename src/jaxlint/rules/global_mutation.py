@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import MUTATING_METHODS, TREE_MAPS
-from ..semantic import ClassInfo, FunctionInfo, Scope
+from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
 from ..syntax import iter_children
 from .base import Rule, Where, tracing_phrase
 
@@ -52,6 +52,19 @@ def _fresh_per_trace(name: str, owner: FunctionInfo) -> bool:
     never rebound): no caller holds that container."""
     return name in owner.pytree_params and "helper" not in owner.transforms and bool(owner.transforms) \
         and name not in owner.assigned
+
+
+def _called_directly(fn: FunctionInfo, model: ModuleModel) -> bool:
+    """Whether some call in the module runs `fn` itself, outside a trace: its caller's container is then the
+    one written."""
+    if any(order == -1 for _scope, order in fn.trace_sites):
+        return False  # a decorated function: every call of it goes through the transform
+    for call, scope, _loop in model.all_calls:
+        if model.traced_function(scope) is None:
+            ref = model.resolve_callable(call.func, scope)
+            if ref is not None and ref.fn is fn:
+                return True
+    return False
 
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:
@@ -285,7 +298,8 @@ class GlobalMutation(Rule):
         if values and (isinstance(owner, FunctionInfo) or not cached) and all(self._untraceable(v, where) for v in values):
             return True
         if isinstance(owner, FunctionInfo) and owner.traced and where.traced is not None:
-            return _fresh_per_trace(name, owner) and not _read_after(owner, where.traced, name)
+            return _fresh_per_trace(name, owner) and not _called_directly(owner, where.model) \
+                and not _read_after(owner, where.traced, name)
         return isinstance(owner, FunctionInfo) and not where.model.reads_directly(owner, name)
 
     def _container_owner(self, name: str, where: Where) -> Optional[Scope]:
