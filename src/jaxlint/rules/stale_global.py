@@ -78,7 +78,12 @@ class StaleGlobal(Rule):
 
     ## Known limitations
     Mutation of a global object's contents (`CONFIG["lr"] = ...`) is not a rebinding and is not
-    flagged here. Only the first read of each name in a function is reported.
+    flagged here. Only the first read of each name in a function is reported. In module code run top
+    to bottom, a rebinding is reported only when some call of the function (followed through the
+    module-level functions and classes that reach it) can run before it and another after it; a
+    `global` setter that runs once and only then calls the function is not reported. A function
+    handed on or stored elsewhere counts as used at any time, and a setter that nothing in the
+    module calls counts as callable at any time.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -195,11 +200,12 @@ class StaleGlobal(Rule):
     def _reader_uses(self, fn: FunctionInfo, model: ModuleModel, stop: Optional[FunctionInfo] = None
                      ) -> Optional[Uses]:
         """The calls that can trace `fn`, through the module-level def or class holding it."""
-        entity = _entity(fn, model)
-        if entity is None:
+        found = _entity(fn, model)
+        if found is None:
             return None
-        uses = self._module_uses(model).uses(entity.name, stop)
-        if uses is not None and isinstance(entity, FunctionInfo) and entity is not fn:
+        name, closure = found
+        uses = self._module_uses(model).uses(name, stop)
+        if uses is not None and closure:
             uses.lasting = True  # a closure made by a call may be kept and run later
         return uses
 
@@ -251,15 +257,24 @@ def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> boo
     return False
 
 
-def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[Scope]:
-    """The module-level def or class whose uses can run `fn` (itself, or the one it is nested in)."""
+def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[tuple[str, bool]]:
+    """The module-level name whose uses can run `fn`: the def or class holding it (and whether `fn` is a
+    closure made by calling that def), or the name a module-level lambda is bound to, alone or through
+    one transform (`render = jax.jit(lambda x: ...)`)."""
+    root = model.root
     s: Scope = fn
-    while s.parent is not None and s.parent is not model.root:
+    while s.parent is not None and s.parent is not root:
         s = s.parent
-    if isinstance(s, FunctionInfo) and model.root.defs.get(s.name) is s:
-        return s
-    if isinstance(s, ClassInfo) and model.root.classes.get(s.name) is s:
-        return s
+    if isinstance(s, FunctionInfo) and root.defs.get(s.name) is s:
+        return s.name, s is not fn
+    if isinstance(s, ClassInfo) and root.classes.get(s.name) is s:
+        return s.name, False
+    if s is fn and isinstance(fn.node, cst.Lambda):
+        for name, values in root.assigned.items():
+            if len(values) == 1 and isinstance(values[0], cst.Call) \
+                    and any(a.value is fn.node for a in values[0].args) \
+                    and model.resolve(values[0].func, root) in model.transforms:
+                return name, False
     return None
 
 
