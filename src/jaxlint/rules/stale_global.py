@@ -267,6 +267,11 @@ def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[tuple[str, bool]]:
         s = s.parent
     if isinstance(s, FunctionInfo) and root.defs.get(s.name) is s:
         return s.name, s is not fn
+    if isinstance(s, FunctionInfo) and s.parent is root and root.assigned.get(s.name) and all(
+            isinstance(v, cst.Call) and v.args and isinstance(v.args[0].value, cst.Name)
+            and v.args[0].value.value == s.name and model.resolve(v.func, root) in model.transforms
+            for v in root.assigned[s.name]):
+        return s.name, s is not fn  # `def step(...)` then `step = jax.jit(step)`
     if isinstance(s, ClassInfo) and root.classes.get(s.name) is s:
         return s.name, False
     if s is fn and isinstance(fn.node, cst.Lambda):
