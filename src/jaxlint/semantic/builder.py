@@ -196,8 +196,9 @@ class _Builder:
                      loop: Optional[LoopInfo]) -> None:
         if isinstance(target, cst.Name):
             name = target.value
-            if name in scope.defs and value is not None and not isinstance(value, cst.Lambda):
-                del scope.defs[name]
+            if name in scope.defs and value is not None and not isinstance(value, cst.Lambda) \
+                    and not _wraps_itself(value, name):
+                del scope.defs[name]  # (`step = jax.jit(step)` keeps the def: it is decorated by hand)
             scope.assigned.setdefault(name, []).append(value)
             scope.bind_order.setdefault(name, []).append(self.counter)
             scope.bind_loops.setdefault(name, []).append(loop)
@@ -601,6 +602,14 @@ def _note_import(scope: Scope, local: str, qual: str) -> None:
     if scope.imports.get(local, qual) != qual:
         scope.ambiguous_imports.add(local)
     scope.imports[local] = qual
+
+
+def _wraps_itself(value: cst.BaseExpression, name: str) -> bool:
+    """`step = jax.jit(step)`, `f = partial(jax.jit, static_argnums=1)(f)`: a def rebound to a wrapper
+    of itself, as a decorator would."""
+    return isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None \
+        and not value.args[0].star and isinstance(value.args[0].value, cst.Name) \
+        and value.args[0].value.value == name and not (isinstance(value.func, cst.Name) and value.func.value == name)
 
 
 def _always_exits(block: cst.BaseSuite) -> bool:
