@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..syntax import iter_children
-from ._uses import ModuleUses, Uses
+from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
 
 

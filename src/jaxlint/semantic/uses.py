@@ -1,6 +1,4 @@
 """Where module-level code can run a module-level function or class: the use sites stale-global orders rebindings against."""
-# A model fact computed rule-side for now (the semantic package is being rebuilt): it belongs with the
-# builder's walk, which already stamps calls in source order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,8 +7,9 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import LAX_BODIES
-from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..syntax import iter_children
+from .model import ModuleModel
+from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope
 
 
 @dataclass
