@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
-from ..syntax import _target_names, children, dotted, iter_children
+from ..syntax import _arg, _target_names, children, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -43,10 +43,11 @@ class PrngKeyReuse(Rule):
     ## What it does
     Flags a PRNG key consumed a second time without a new key in between: two `jax.random` samplers
     on one key, a key split twice, a key sampled from and then split, or a sampler inside a loop on a
-    key the loop never replaces. `split` consumes the key it is given; `fold_in(key, data)` derives a
-    new key and leaves `key` usable, as JAX's key-reuse checker does (folding the same data in twice
-    is flagged). Both `jax.random.key` and `jax.random.PRNGKey` keys are tracked. Anywhere, not only
-    in traced code.
+    key the loop never replaces. `split` consumes the key it is given. `fold_in(key, i)` derives a new
+    key and draws nothing from `key`, but it equals `split(key, n)[i]` for every n > i (partitionable
+    threefry, JAX's default), so it is flagged after `split(key, n)` unless `i` is `n` itself, and when
+    the same data is folded in twice. Both `jax.random.key` and `jax.random.PRNGKey` keys are tracked.
+    Anywhere, not only in traced code.
 
     ## Why is this bad?
     JAX's random numbers are a pure function of the key: the same key gives the same numbers. Reusing
@@ -237,15 +238,28 @@ class PrngKeyReuse(Rule):
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
         if fname == "fold_in":
-            # `fold_in` derives a new key from the key and the data, and leaves the key usable (JAX's own
-            # key-reuse checker agrees): only folding the same data in twice derives the same key twice.
+            # `fold_in(key, i)` is `split(key, n)[i]` for every n > i (partitionable threefry, JAX's
+            # default): after `split(key, n)` it repeats one of the split's keys unless i >= n. It draws
+            # nothing from `key` itself, so a sampler on `key` and `fold_in` do not collide.
             data = _code(call.args[1].value) if len(call.args) > 1 else ""
+            first = state.consumed.get(key)
+            if isinstance(first, cst.Call) and self._where.model.resolve(first.func, self._scope) == "jax.random.split" \
+                    and not _folds_past_split(first, call):
+                self._report(call, f"`{key}` was already split by `jax.random.split`, and `fold_in(key, i)` "
+                             "equals `split(key, n)[i]` for i < n; use one of the split keys instead.")
+                return
             folds = state.folded.setdefault(key, {})
             if data in folds:
                 self._report(call, f"`{key}` was already folded in with the same data `{data}`, which derives the "
                              "same key again; fold in distinct data or split it.")
             folds.setdefault(data, call)
             return
+        if fname == "split" and state.folded.get(key):
+            for fold in state.folded[key].values():
+                if not _folds_past_split(call, fold):  # `split(key, n)[i]` is the `fold_in(key, i)` made before
+                    self._report(call, f"`{key}` was already folded in by `{_callee(fold)}`, and `split(key, n)[i]` "
+                                 "equals `fold_in(key, i)` for i < n; split it once and use the split keys.")
+                    return
         if key in state.consumed:
             first = state.consumed[key]
             if self._result_discarded(first):
@@ -532,6 +546,20 @@ def _callee(call: cst.CSTNode) -> str:
         if name:
             return name
     return "an earlier call"
+
+
+def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
+    """`fold_in(key, n)` after `split(key, n)` (the same count, or literal counts with i >= n): the folded
+    key is `split(key, n + 1)[n]`, none of the split's keys."""
+    if not isinstance(split, cst.Call) or len(fold.args) < 2:
+        return False
+    count = _arg(split, 1, "num") or cst.Integer("2")
+    data = _arg(fold, 1, "data")
+    if data is None:
+        return False
+    if isinstance(count, cst.Integer) and isinstance(data, cst.Integer):
+        return int(data.evaluated_value) >= int(count.evaluated_value)
+    return _code(count) == _code(data)
 
 
 def _code(node: cst.CSTNode) -> str:

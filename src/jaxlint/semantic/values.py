@@ -229,6 +229,8 @@ class Values:
                 return False  # obj["key"] on a Python object: arrays have no string keys
             if self.traced(e.value):
                 return True
+            if isinstance(e.value, cst.Attribute) and e.value.attr.value in STATIC_ATTRS:
+                return False  # `x.shape[i]`, `arr.sizes[dim]`: an element of a tuple or dict of Python ints
             # `table[i]` with a traced `i`: a traced gather (or an error, which other rules report)
             return any(isinstance(el.slice, cst.Index) and self.traced(el.slice.value) for el in e.slice)
         if isinstance(e, cst.Call):
