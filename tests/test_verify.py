@@ -176,3 +176,51 @@ def test_output_and_files_of_user_code_stay_fenced(name: str) -> None:
     assert f.verification.status == "confirmed", f.verification.detail
     after = sorted(p.name for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts)
     assert "litter.txt" not in after and len(after) == len(before)
+
+
+def test_the_static_pass_subject_tells_apart_two_candidates_on_one_line() -> None:
+    # Each flagged line holds two candidates (two globals, two jits, two impure calls, two keys): the
+    # static pass hands the verifier the one it flagged, so the verdict is about that one.
+    path = DATA / "two_on_a_line.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert all(f.subject for f in found), [f.name for f in found if not f.subject]
+    assert all("subject" not in f.to_json() for f in found)  # not part of the output contract
+    verify_findings(found, timeout=20)
+    text = path.read_text().splitlines()
+
+    def verdict(name: str, needle: str, subject_key: str, value: str) -> Finding:
+        line = next(i for i, t in enumerate(text, 1) if needle in t)
+        return next(f for f in found if f.name == name and f.line == line and f.subject[subject_key] == value)
+
+    history = verdict("global-mutation", "HISTORY.append", "name", "HISTORY")
+    tally = verdict("global-mutation", "HISTORY.append", "name", "TALLY")
+    assert history.verification.status == tally.verification.status == "confirmed"
+    assert "`HISTORY` grew" in history.verification.detail and "`TALLY` grew" in tally.verification.detail
+    # Under `jax.grad` alone only the leaked tracer matters, and it is in the second global of the line.
+    leak = verdict("global-mutation", "TRACERS.append", "name", "TRACERS")
+    assert leak.verification.status == "confirmed", leak.verification.detail
+    assert "`TRACERS` received a tracer" in leak.verification.detail
+    # `jax.jit(double)` is cached by JAX; the lambda beside it is the one rebuilt on every pass.
+    rebuilt = verdict("jit-in-loop", "jax.jit(double)", "callable", "lambda v: v * i")
+    assert rebuilt.verification.status == "confirmed", rebuilt.verification.detail
+    # JAX's checker does not see a repeated `fold_in`; the error raised two lines later is another reuse.
+    folded = verdict("prng-key-reuse", "b = jax.random.fold_in", "key", "key")
+    assert folded.verification.status == "unverified", folded.verification.detail
+    drawn = verdict("prng-key-reuse", "y = jax.random.normal", "key", "a")
+    assert drawn.verification.status == "confirmed" and "`a`" in drawn.verification.detail
+    # The line runs while tracing, but only one of its two impure calls does.
+    skipped = verdict("impure-call", "np.random.rand()", "callee", "numpy.random.rand")
+    stamped = verdict("impure-call", "np.random.rand()", "callee", "time.time")
+    assert skipped.verification.status == "unverified", skipped.verification.detail
+    assert stamped.verification.status == "confirmed", stamped.verification.detail
+
+
+def test_the_job_carries_the_subject_and_the_lint_cache_keeps_it(tmp_path: Path) -> None:
+    from jaxlint.cache import _finding_from_json, _finding_to_json
+    from jaxlint.verify import _job
+
+    path = DATA / "two_on_a_line.py"
+    found = lint_source(path.read_bytes(), str(path))
+    job = _job(str(path), found, 10.0)
+    assert [f["subject"] for f in job["findings"]] == [f.subject for f in found]
+    assert [_finding_from_json(_finding_to_json(f)).subject for f in found] == [f.subject for f in found]

@@ -95,7 +95,10 @@ def _job(path: str, findings: list[Finding], timeout: float) -> dict[str, Any]:
         "findings": [
             {"idx": i, "name": f.name, "path": os.path.abspath(f.path), "line": f.line, "column": f.column,
              "end_line": f.end_line, "function": f.function,
-             "target": f.target.to_json() if f.target is not None else None, "caller": _caller(f)}
+             "target": f.target.to_json() if f.target is not None else None, "caller": _caller(f),
+             # What the static pass knew (the mutated name, the jitted expression, the key): the worker
+             # uses it first and searches the flagged line only when it is absent.
+             **({"subject": f.subject} if f.subject else {})}
             for i, f in enumerate(findings)
         ],
     }

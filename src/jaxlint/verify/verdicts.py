@@ -169,7 +169,21 @@ class Judging:
             here = [fr for fr in traceback.extract_tb(exc.__traceback__) if os.path.abspath(fr.filename) == path]
             at = [fr.lineno for fr in here]
             span = range(f["line"], f["end_line"] + 1)
-            if any(ln in span for ln in at) or not at or f["line"] in {ln for (p, ln) in lines if p == path}:
+            subject = f.get("subject") or {}
+            key = subject.get("key")
+            named = f" of `{key}` (first used at line {subject['first_line']})" if key and subject.get("first_line") \
+                else ""
+            if any(ln in span for ln in at) or not at:
+                self.results.put(f, "confirmed", f"KeyReuseError{named} while running {sig} with "
+                                 f"jax_debug_key_reuse: {one_sentence(str(exc), 140)}")
+                return
+            if key:
+                # The static pass named the key and its second use: an error raised at another line is
+                # another reuse, and says nothing about this one.
+                self.results.put(f, "unverified", f"running {sig} raised KeyReuseError at line {at[-1]}, not at "
+                                 f"line {f['line']} where `{key}` is used again")
+                return
+            if f["line"] in {ln for (p, ln) in lines if p == path}:
                 self.results.put(f, "confirmed", f"KeyReuseError while running {sig} with jax_debug_key_reuse: "
                                  f"{one_sentence(str(exc), 140)}")
                 return
@@ -189,10 +203,16 @@ class Judging:
         watched = {f["idx"]: n for f in findings if f["name"] == "global-mutation"
                    for n in [self.watched_name(f)] if n and n in mod_globals}
         before = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
-        exc1, lines1, prints1 = self.observer.run(lambda: call(*args, **kwargs))
-        mid = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
-        exc2, lines2, prints2 = self.observer.run(lambda: call(*args, **kwargs))
-        after = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
+        calls = _CallCounter([f for f in findings if f["name"] == "impure-call"], self.path, self.mod)
+        try:
+            exc1, lines1, prints1 = self.observer.run(lambda: call(*args, **kwargs))
+            mid = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
+            calls1 = dict(calls.counts)
+            exc2, lines2, prints2 = self.observer.run(lambda: call(*args, **kwargs))
+            after = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
+            calls2 = {i: c - calls1[i] for i, c in calls.counts.items()}
+        finally:
+            calls.restore()
         if exc1 is not None or exc2 is not None:
             err = exc1 or exc2
             self.results.rest(findings, "unverified", f"calling {sig} failed with {error_summary(err, self.watch)}")
@@ -227,6 +247,23 @@ class Judging:
                     self.results.put(f, "confirmed", f"`{name}` {_change(before[f['idx']], mid[f['idx']])} while "
                                      f"tracing {sig} and did not change on a second call")
                     continue
+            if f["idx"] in calls1:
+                # The static pass named the impure function: count its calls from the flagged line, not
+                # the runs of a line that may skip it (`x if flag else time.time()`) or hold another.
+                c1, c2 = calls1[f["idx"]], calls2[f["idx"]]
+                shown = f"`{calls.shown[f['idx']]}()`"
+                if cached and c1 and not c2:
+                    self.results.put(f, "confirmed", f"{shown} was called {c1} time{'s' if c1 != 1 else ''} at line "
+                                     f"{line} while tracing {sig} and not on a second call with the same shapes")
+                elif cached and c2:
+                    self.results.put(f, "refuted", f"{shown} was called again at line {line} on a second call of "
+                                     f"{sig}: not trace-time only")
+                elif not c1:
+                    self.results.put(f, "unverified", f"{shown} was not called at line {line} while calling {sig}")
+                else:
+                    self.results.put(f, "unverified", f"{sig} is not cached by its transform: {shown} runs on "
+                                     "every call")
+                continue
             what = "the mutation" if f["name"] == "global-mutation" else "the call"
             if cached and n1 and not n2:
                 self.results.put(f, "confirmed", f"line {line} ({what}) ran {n1} time{'s' if n1 != 1 else ''} while "
@@ -240,9 +277,14 @@ class Judging:
                                  "every call")
 
     def watched_name(self, f: dict[str, Any]) -> Optional[str]:
-        """The module-level name the flagged statement mutates (the static pass's subject when it sent one)."""
-        if f.get("subject"):
-            return f["subject"]
+        """The module-level name the flagged statement mutates (the static pass's subject when it sent one).
+
+        None for state that is not module-level (a closed-over container, an attribute of `self`): the
+        run then judges by how often the flagged line ran, never by a module global of the same name.
+        """
+        subject = f.get("subject") or {}
+        if subject.get("name"):
+            return subject["name"] if subject.get("container", "module") == "module" else None
         for node in ast.walk(self.tree):
             if isinstance(node, ast.stmt) and getattr(node, "lineno", None) == f["line"] and not isinstance(
                     node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With)):
@@ -270,7 +312,7 @@ class Judging:
         self.load()
         _, call, _ = self.callables(self.reach(target["qualname"]), target)
         mod = self.mod
-        name = f.get("subject") or next((n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
+        name = (f.get("subject") or {}).get("name") or next((n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
                                          and n.lineno == f["line"] and n.col_offset == f.get("column", 0) - 1), None)
         old = mod.__dict__.get(name) if name else None
         if isinstance(old, bool):
@@ -334,7 +376,24 @@ class Judging:
                                  "run on later calls")
 
     def jit_expression(self, f: dict[str, Any]) -> Optional[ast.AST]:
-        """The flagged `jax.jit(...)` call, or the def carrying the flagged `@jax.jit` decorator."""
+        """The flagged `jax.jit(...)` call, or the def carrying the flagged `@jax.jit` decorator.
+
+        With the static pass's subject, the call whose callable is the one it flagged (a line may hold
+        several jits) or the def it named; otherwise the first candidate on the line.
+        """
+        subject = f.get("subject") or {}
+        if subject.get("callable"):
+            wanted = _normalised(subject["callable"])
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call) and node.lineno <= f["line"] <= (node.end_lineno or node.lineno) \
+                        and node.args and ast.unparse(node.func).split(".")[-1] in ("jit", "pjit", "pmap", "filter_jit") \
+                        and ast.unparse(node.args[0]) == wanted:
+                    return node
+        elif subject.get("def"):
+            for node in ast.walk(self.tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == subject["def"] \
+                        and any(d.lineno == f["line"] for d in node.decorator_list):
+                    return node
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and node.lineno == f["line"] and node.args and \
                     ast.unparse(node.func).split(".")[-1] in ("jit", "pjit", "pmap", "filter_jit"):
@@ -412,6 +471,88 @@ class Judging:
                              f"anew ({sum(counts)} traces on JAX's own trace counter)")
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
+
+
+class _CallCounter:
+    """Counts the calls of the functions the static pass named in impure-call findings, made from the
+    flagged lines: each function is wrapped where the code finds it (its module's attribute, and any
+    name of the user's module bound to it) until `restore`. A function that cannot be wrapped (a method
+    of a built-in type, `os.environ`) is left alone, and its findings are judged by line runs."""
+
+    def __init__(self, findings: list[dict[str, Any]], path: str, mod: Any) -> None:
+        self.counts: dict[int, int] = {}
+        self.shown: dict[int, str] = {}
+        self.undo: list[tuple[Any, str, Any]] = []
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        for f in findings:
+            callee = (f.get("subject") or {}).get("callee")
+            if callee and f.get("path", path) == path:
+                wanted.setdefault(callee, []).append(f)
+        for callee, fs in wanted.items():
+            found = _resolve(callee)
+            if found is None:
+                continue
+            owner, attr, original = found
+            sites = [(f["idx"], range(f["line"], f["end_line"] + 1)) for f in fs]
+            wrapper = self._wrap(original, path, sites)
+            try:
+                setattr(owner, attr, wrapper)
+            except (AttributeError, TypeError):
+                continue
+            self.undo.append((owner, attr, original))
+            for k, v in list(mod.__dict__.items()):
+                if v is original:
+                    mod.__dict__[k] = wrapper
+                    self.undo.append((mod, k, original))
+            for idx, _ in sites:
+                self.counts[idx] = 0
+                self.shown[idx] = callee.replace("builtins.", "")
+
+    def _wrap(self, original: Callable, path: str, sites: list[tuple[int, range]]) -> Callable:
+        counts = self.counts
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            frame = sys._getframe(1)
+            if frame.f_code.co_filename == path:
+                for idx, span in sites:
+                    if frame.f_lineno in span:
+                        counts[idx] += 1
+            return original(*args, **kwargs)
+
+        return counted
+
+    def restore(self) -> None:
+        for owner, attr, original in reversed(self.undo):
+            setattr(owner, attr, original)
+        self.undo = []
+
+
+def _resolve(qualname: str) -> Optional[tuple[Any, str, Any]]:
+    """(object holding it, attribute, the function) for a dotted name such as `numpy.random.rand`."""
+    import importlib
+
+    parts = qualname.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except Exception:  # noqa: BLE001 - not a module at this depth: try a shorter prefix
+            continue
+        try:
+            for name in parts[cut:-1]:
+                owner = getattr(owner, name)
+            original = getattr(owner, parts[-1])
+        except AttributeError:
+            return None
+        return (owner, parts[-1], original) if callable(original) and not isinstance(original, type) else None
+    return None
+
+
+def _normalised(source: str) -> str:
+    """The source of an expression as `ast.unparse` writes it (the static pass keeps the user's spacing)."""
+    try:
+        return ast.unparse(ast.parse("(" + source.strip() + "\n)", mode="eval").body)
+    except SyntaxError:
+        return source
 
 
 def _without_nonlocal(stmt: ast.stmt) -> ast.stmt:

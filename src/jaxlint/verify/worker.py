@@ -162,6 +162,10 @@ class Worker(Reaching, Judging):
             if check.kind == checks.JIT_IN_LOOP:
                 loops.append(f)
                 continue
+            if target is None and check.kind == checks.METHOD_SELF and (f.get("subject") or {}).get("method"):
+                # The static pass named the jitted method: trace it, whatever the flagged line holds.
+                target = {"qualname": f["subject"]["method"], "transform": "jit", "static_argnums": [],
+                          "static_argnames": []}
             if target is None:
                 if not f.get("function"):
                     self.results.put(f, "unverified", "at module level: verification never runs a module's "
