@@ -17,6 +17,8 @@ from .reach import JIT_LIKE, has_self
 class Judging:
     """The part of the worker that traces, runs and classifies (mixed into `Worker`)."""
 
+    key_checker = "running {sig} with jax_debug_key_reuse"  # how the last key-reuse check ran, for evidence
+
     def verify_group(self, target: dict[str, Any], findings: list[dict[str, Any]]) -> None:
         import jax
 
@@ -53,7 +55,7 @@ class Judging:
             self.omitted = inputs.omitted
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
                 # Only the run under JAX's key-reuse checker is needed.
-                key_run = self.run_key_reuse(lambda: call(*args, **kwargs))
+                key_run = self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
                 if key_run[0] is not None and not checks.is_jax_error(key_run[0]) \
                         and variant + 1 < len(SHAPE_VARIANTS):
                     continue
@@ -73,7 +75,8 @@ class Judging:
         for f in by_kind.get(checks.RAISES, []) + by_kind.get(checks.METHOD_SELF, []):
             self.classify_error(f, exc, lines, sig)
         if by_kind.get(checks.KEY_REUSE):
-            kexc, klines = key_run if key_run is not None else self.run_key_reuse(lambda: call(*args, **kwargs))
+            kexc, klines = key_run if key_run is not None else \
+                self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
             for f in by_kind[checks.KEY_REUSE]:
                 self.classify_key_reuse(f, kexc, klines, sig)
         if by_kind.get(checks.STALE):
@@ -131,7 +134,15 @@ class Judging:
         else:
             self.results.put(f, "unverified", f"line {f['line']} was not reached while tracing {sig}")
 
-    def run_key_reuse(self, fn: Callable[[], Any]) -> tuple[Optional[BaseException], dict]:
+    def run_key_reuse(self, fn: Callable[[], Any], call: Optional[Callable] = None, args: tuple = (),
+                      kwargs: Optional[dict] = None) -> tuple[Optional[BaseException], dict]:
+        """Run `fn` with PRNGKey patched to typed keys, under JAX's key-reuse checker.
+
+        When `call` is given, JAX's static checker runs first on the trace of `call(*args, **kwargs)`:
+        the same rules as the eager checker, on the same operations, for the cost of one trace instead
+        of running (and compiling) every random operation. Only a trace that fails for another reason
+        (a Python branch on a value, a non-array argument) falls back to the eager run.
+        """
         import jax
 
         original = jax.random.PRNGKey
@@ -153,6 +164,14 @@ class Judging:
                     self.current_instance.setUp()
                 except Exception:  # noqa: BLE001 - the run below reports what is missing
                     pass
+            exc: Optional[BaseException] = None
+            static = _static_key_check(call, args, kwargs or {}) if call is not None else None
+            if static is not None:
+                exc, lines, _ = self.observer.run(static)
+                if exc is None or "KeyReuseError" in {c.__name__ for c in type(exc).__mro__}:
+                    self.key_checker = "JAX's key-reuse checker on the trace of {sig}"
+                    return exc, lines
+            self.key_checker = "running {sig} with jax_debug_key_reuse"
             exc, lines, _ = self.observer.run(fn)
         finally:
             jax.config.update("jax_debug_key_reuse", False)
@@ -166,7 +185,7 @@ class Judging:
     def classify_key_reuse(self, f: dict[str, Any], exc: Optional[BaseException], lines: dict, sig: str) -> None:
         path = f.get("path", self.path)
         if exc is not None and checks.confirms(f["name"], exc):
-            here = [fr for fr in traceback.extract_tb(exc.__traceback__) if os.path.abspath(fr.filename) == path]
+            here = [fr for fr in _frames(exc) if os.path.abspath(fr.filename) == path]
             at = [fr.lineno for fr in here]
             span = range(f["line"], f["end_line"] + 1)
             subject = f.get("subject") or {}
@@ -174,25 +193,25 @@ class Judging:
             named = f" of `{key}` (first used at line {subject['first_line']})" if key and subject.get("first_line") \
                 else ""
             if any(ln in span for ln in at) or not at:
-                self.results.put(f, "confirmed", f"KeyReuseError{named} while running {sig} with "
-                                 f"jax_debug_key_reuse: {one_sentence(str(exc), 140)}")
+                self.results.put(f, "confirmed", f"KeyReuseError{named} from {self.key_checker.format(sig=sig)}: "
+                                 f"{one_sentence(str(exc), 140)}")
                 return
             if key:
                 # The static pass named the key and its second use: an error raised at another line is
                 # another reuse, and says nothing about this one.
-                self.results.put(f, "unverified", f"running {sig} raised KeyReuseError at line {at[-1]}, not at "
-                                 f"line {f['line']} where `{key}` is used again")
+                self.results.put(f, "unverified", f"{self.key_checker.format(sig=sig)} raised KeyReuseError at line "
+                                 f"{at[-1]}, not at line {f['line']} where `{key}` is used again")
                 return
             if f["line"] in {ln for (p, ln) in lines if p == path}:
-                self.results.put(f, "confirmed", f"KeyReuseError while running {sig} with jax_debug_key_reuse: "
+                self.results.put(f, "confirmed", f"KeyReuseError from {self.key_checker.format(sig=sig)}: "
                                  f"{one_sentence(str(exc), 140)}")
                 return
         if exc is not None:
             self.results.put(f, "unverified", f"running {sig} failed first with {error_summary(exc, self.watch)}")
         elif lines.get((path, f["line"])):
             # JAX's checker does not see every reuse (`fold_in` of the same data twice): no refutation.
-            self.results.put(f, "unverified", f"line {f['line']} ran in {sig} under jax_debug_key_reuse (with typed "
-                             "keys) without a KeyReuseError")
+            self.results.put(f, "unverified", f"line {f['line']} ran in {sig} under JAX's key-reuse checker (with "
+                             "typed keys) without a KeyReuseError")
         else:
             self.results.put(f, "unverified", f"line {f['line']} was not reached while running {sig}")
 
@@ -419,6 +438,7 @@ class Judging:
         import inspect
 
         import jax
+        import numpy as np
         from jax import monitoring
 
         if expr is None:
@@ -459,7 +479,7 @@ class Judging:
             before = len(traces)
             for shape in ((), (3,)):
                 try:
-                    fn(*[jax.numpy.ones(shape) for _ in range(n_args)])
+                    fn(*[jax.device_put(np.ones(shape, np.float32)) for _ in range(n_args)])  # compiles nothing
                     break
                 except Exception:  # noqa: BLE001 - try the next shape
                     continue
@@ -471,6 +491,25 @@ class Judging:
                              f"anew ({sum(counts)} traces on JAX's own trace counter)")
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
+
+
+def _static_key_check(call: Callable, args: Any, kwargs: dict) -> Optional[Callable[[], Any]]:
+    """JAX's static key-reuse check of one call, or None when this JAX has none."""
+    try:
+        from jax.experimental.key_reuse._core import check_key_reuse
+    except ImportError:
+        return None
+    return lambda: check_key_reuse(lambda *a: call(*a, **kwargs), *args)
+
+
+def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of `exc`, and of the user's code that JAX attached as its cause (the static key-reuse
+    check raises after tracing; the operation's source is in a `JaxStackTraceBeforeTransformation`)."""
+    frames = list(traceback.extract_tb(exc.__traceback__))
+    cause = exc.__cause__
+    if cause is not None and type(cause).__name__ == "JaxStackTraceBeforeTransformation":
+        frames += traceback.extract_tb(cause.__traceback__)
+    return frames
 
 
 class _CallCounter:
