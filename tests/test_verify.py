@@ -224,3 +224,16 @@ def test_the_job_carries_the_subject_and_the_lint_cache_keeps_it(tmp_path: Path)
     job = _job(str(path), found, 10.0)
     assert [f["subject"] for f in job["findings"]] == [f.subject for f in found]
     assert [_finding_from_json(_finding_to_json(f)).subject for f in found] == [f.subject for f in found]
+
+
+def test_key_reuse_is_checked_on_the_trace_and_by_running_when_it_cannot_be_traced() -> None:
+    path = DATA / "key_reuse_needs_values.py"
+    found = [f for f in lint_source(path.read_bytes(), str(path)) if f.name == "prng-key-reuse"]
+    assert sorted(f.function for f in found) == ["noisy_when_positive", "traceable"]
+    verify_findings(found, timeout=20)
+    by_function = {f.function: f.verification for f in found}
+    assert by_function["traceable"].status == "confirmed", by_function["traceable"].detail
+    assert "key-reuse checker on the trace of traceable" in by_function["traceable"].detail
+    eager = by_function["noisy_when_positive"]
+    assert eager.status == "confirmed", eager.detail
+    assert "with jax_debug_key_reuse" in eager.detail
