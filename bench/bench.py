@@ -149,7 +149,8 @@ def main() -> None:
         s_verify, rss, out = _command(jaxlint + ["--no-cache", *lanes, "--format", "json", fixtures])
         doc = json.loads(out)
         functions = len({(f["path"], f["function"]) for f in doc["findings"]})
-        print(f"\nverification over fixtures/ (--jobs {args.jobs}): static {s_static:.1f} s, with verification {s_verify:.1f} s "
+        print(f"\nverification over fixtures/ (--jobs {args.jobs}): static {s_static:.1f} s, "
+              f"with verification {s_verify:.1f} s "
               f"({s_verify / s_static:.1f}x), {functions} flagged functions, "
               f"{(s_verify - s_static) / max(1, functions):.2f} s per function; peak {rss:.0f} MiB")
         target = 1.0 + 0.060 * functions

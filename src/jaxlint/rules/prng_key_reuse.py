@@ -240,7 +240,8 @@ class PrngKeyReuse(Rule):
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
         if in_loop or (root is not None and self._in_comprehension(call, root, key)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
-                         "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).", key, call)
+                         "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).",
+                         key, call)
         state.consumed[key] = call
 
     def _result_discarded(self, call: cst.CSTNode) -> bool:

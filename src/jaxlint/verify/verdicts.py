@@ -331,8 +331,9 @@ class Judging:
         self.load()
         _, call, _ = self.callables(self.reach(target["qualname"]), target)
         mod = self.mod
-        name = (f.get("subject") or {}).get("name") or next((n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
-                                         and n.lineno == f["line"] and n.col_offset == f.get("column", 0) - 1), None)
+        name = (f.get("subject") or {}).get("name") or next(
+            (n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
+             and n.lineno == f["line"] and n.col_offset == f.get("column", 0) - 1), None)
         old = mod.__dict__.get(name) if name else None
         if isinstance(old, bool):
             new: Any = not old
@@ -405,7 +406,7 @@ class Judging:
             wanted = _normalised(subject["callable"])
             for node in ast.walk(self.tree):
                 if isinstance(node, ast.Call) and node.lineno <= f["line"] <= (node.end_lineno or node.lineno) \
-                        and node.args and ast.unparse(node.func).split(".")[-1] in ("jit", "pjit", "pmap", "filter_jit") \
+                        and node.args and ast.unparse(node.func).split(".")[-1] in _JITS \
                         and ast.unparse(node.args[0]) == wanted:
                     return node
         elif subject.get("def"):
@@ -584,6 +585,9 @@ def _resolve(qualname: str) -> Optional[tuple[Any, str, Any]]:
             return None
         return (owner, parts[-1], original) if callable(original) and not isinstance(original, type) else None
     return None
+
+
+_JITS = ("jit", "pjit", "pmap", "filter_jit")
 
 
 def _normalised(source: str) -> str:
