@@ -65,7 +65,11 @@ def judge(w: Watch, rec: Recorder) -> Optional[Verification]:
             calls = rec.calls.get(key, 0) if rec.calls is not None else None
             if calls is None:
                 detail += " (calls answered by JAX's cache run no Python, and only Python 3.12 or later counts them)"
-            elif calls >= counts[0] and calls:
+            elif not calls:
+                # Traced, but never through a `jax.jit` wrapper seen at a call site: an `eqx.filter_jit`,
+                # a Flax lifted transform, or a call from a generic call site that was switched off.
+                detail += " (its calls were not made through a `jax.jit` wrapper jaxlint counts)"
+            elif calls >= counts[0]:
                 detail += (f"; its `jax.jit` wrapper was called {_times(calls)} outside any trace, "
                            f"{calls - counts[0]} of them answered by JAX's cache without running Python")
             else:
