@@ -30,7 +30,7 @@ _NOT_RUN = frozenset(NOT_VERIFIABLE)
 
 _STARTUP_SECONDS = 30.0  # importing JAX (and the preloaded libraries) in a fresh process, on a busy machine
 _FORK_SECONDS = 10.0  # a file's own start in its child: loading its module and its imports
-_BATCH = 8  # files per child at most
+_BATCH = 16  # files per child at most (16 rather than 8: 6 % less CPU over fixtures/, one backend start per 16)
 _NO_JAX = "JAX is not installed"
 NO_JAX_NOTE = "verification skipped: install the `verify` extra (`pip install 'jax-trace-hazards[verify]'`) or pass `--no-verify`"
 # Libraries worth importing once per server rather than once per file, when the files import them.
