@@ -55,3 +55,23 @@ def test_the_language_server_lint_sees_the_project_classes() -> None:
                             Settings(paths=[str(LEARNER)], codes=set(DEFAULT_CODES)))
     assert error is None
     assert [(f.line, f.name) for f in found] == EXPECTED
+
+
+def test_pytree_bases_are_found_through_an_import_cycle(tmp_path: Path) -> None:
+    """`base.py` imports `selectors.py` (for typing), which imports `middle.py`, which subclasses
+    `base.Base`: whichever file is read first, every class down the chain is a pytree."""
+    from project_files import write
+
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/base.py", "import flax.struct\nfrom pkg import selectors\n\n\n"
+          "class Base(flax.struct.PyTreeNode):\n    scores: object\n")
+    write(tmp_path, "pkg/selectors.py", "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+          "    from pkg.middle import Middle\n")
+    write(tmp_path, "pkg/middle.py", "from pkg.base import Base\n\n\nclass Middle(Base):\n    pass\n")
+    write(tmp_path, "pkg/leaf.py", "import jax\nfrom pkg.base import Base\nfrom pkg.middle import Middle\n\n\n"
+          "class Leaf(Middle):\n"
+          "    @jax.jit\n    def best(self):\n        return self.scores.max()\n")
+    proc = subprocess.run([sys.executable, "-m", "jaxlint", "--isolated", "--no-verify", "--no-cache", "--format",
+                           "json", "pkg"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["findings"] == []

@@ -45,6 +45,10 @@ class ProjectIndex:
             if root not in self._roots:
                 self._roots.append(root)
         self._facts: dict[str, dict[str, ClassFacts]] = {}
+        self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
+        self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
+        # Files read while a file they import was still being read (or was read so): in order of reading.
+        self._partial: dict[str, None] = {}
         self._static: Optional[frozenset[str]] = None
 
     def path_of(self, module: str) -> Optional[str]:
@@ -65,19 +69,53 @@ class ProjectIndex:
         path = self.path_of(module)
         if path is None:
             return {}
-        if path not in self._facts:
-            self._facts[path] = {}  # while it is read: an import cycle sees no classes
-            self._facts[path] = self._read_classes(path)
+        if self._reading and (path in self._reading or path in self._partial):
+            # an import cycle: the reader sees no (or unfinished) classes yet, and is read again later
+            self._partial[self._reading[-1]] = None
+        self._read(path)
         return self._facts[path]
 
-    def _read_classes(self, path: str) -> dict[str, ClassFacts]:
-        """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`)."""
+    def static_functions(self, module: str) -> frozenset[str]:
+        path = self.path_of(module)
+        if path is None:
+            return frozenset()
+        self._read(path)
+        return self._static_fns[path]
+
+    def _read(self, path: str) -> None:
+        """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
+        and its functions that return only Python values."""
+        if path in self._facts:
+            return
+        self._facts[path] = {}  # while it is read: an import cycle sees no classes
+        self._static_fns[path] = frozenset()
+        self._reading.append(path)
+        try:
+            self._model(path)
+        finally:
+            self._reading.pop()
+        # Files read inside an import cycle saw an unfinished file: read them again now that the whole
+        # cycle is known (`GARepertoire(Repertoire)` read while `repertoire.py` was still being read).
+        for _ in range(3):
+            if self._reading or not self._partial:
+                break
+            again, self._partial = list(self._partial), {}
+            for p in again:
+                self._reading.append(p)
+                try:
+                    self._model(p)
+                finally:
+                    self._reading.pop()
+
+    def _model(self, path: str) -> None:
         try:
             with open(path, "rb") as f:
                 source = f.read()
-            return ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source)).class_facts()
+            model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source))
+            self._facts[path] = model.class_facts()
+            self._static_fns[path] = model.static_returning()
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
-            return {}
+            pass
 
     def static_names(self) -> frozenset[str]:
         """Names that some pytree class of the project declares static and none declares a leaf (`cache.
@@ -119,7 +157,12 @@ class ProjectIndex:
             mod, _, name = full.rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
-        return ProjectClasses(lookup, frozenset(static))
+        def static_return(qualname: str) -> bool:
+            full = absolute(qualname, me, is_pkg)
+            mod, _, name = full.rpartition(".")
+            return mod != me and mod in imported and name in self.static_functions(mod)
+
+        return ProjectClasses(lookup, frozenset(static), static_return)
 
 
 def needs_project(findings: list) -> bool:
@@ -135,7 +178,8 @@ def absolute(qualname: str, module: str, is_package: bool) -> str:
     base = module.split(".") if is_package else module.split(".")[:-1]
     base = base[: len(base) - (dots - 1)] if dots > 1 else base
     rest = qualname[dots:]
-    return ".".join(base + [rest]) if base else rest
+    parts = base + [rest] if rest else base  # `from . import losses`: the package itself
+    return ".".join(parts)
 
 
 def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]:

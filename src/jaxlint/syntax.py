@@ -171,6 +171,21 @@ def _is_literal(expr: Optional[cst.BaseExpression]) -> bool:
     return False
 
 
+def literal_truth(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
+    """Truthiness of a literal (`True`, `0`, `"jax"`, `None`, `()`); None when it is not a literal."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return expr.value == "True"
+    if isinstance(expr, cst.Integer):
+        return expr.evaluated_value != 0
+    if isinstance(expr, cst.Float):
+        return expr.evaluated_value != 0.0
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, (str, bytes)):
+        return bool(expr.evaluated_value)
+    if isinstance(expr, (cst.Tuple, cst.List)) and not expr.elements:
+        return False
+    return None
+
+
 def _arg(call: cst.Call, pos: int, kw: str) -> Optional[cst.BaseExpression]:
     i = 0
     for a in call.args:

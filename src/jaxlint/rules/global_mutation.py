@@ -6,7 +6,8 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import MUTATING_METHODS, TREE_MAPS
-from ..semantic import ClassInfo, FunctionInfo, Scope
+from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
+from ..syntax import iter_children
 from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.
@@ -49,6 +50,88 @@ def _passes_through_at(expr: cst.BaseExpression) -> bool:
             return True
         expr = expr.value
     return False
+
+
+def _fresh_per_trace(name: str, owner: FunctionInfo) -> bool:
+    """Whether `name` is an argument JAX rebuilt for this trace of `owner` (a transform's own pytree argument,
+    never rebound): no caller holds that container."""
+    return name in owner.pytree_params and "helper" not in owner.transforms and bool(owner.transforms) \
+        and name not in owner.assigned
+
+
+def _called_directly(fn: FunctionInfo, model: ModuleModel) -> bool:
+    """Whether some call in the module runs `fn` itself, outside a trace: its caller's container is then the
+    one written."""
+    if any(order == -1 for _scope, order in fn.trace_sites):
+        return False  # a decorated function: every call of it goes through the transform
+    for call, scope, _loop in model.all_calls:
+        if model.traced_function(scope) is None:
+            ref = model.resolve_callable(call.func, scope)
+            if ref is not None and ref.fn is fn:
+                return True
+    return False
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and n.value == name:
+            return True
+        stack.extend(iter_children(n))
+    return False
+
+
+def _holds(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        n = stack.pop()
+        if n is target:
+            return True
+        stack.extend(iter_children(n))
+    return False
+
+
+def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:
+    return list(node.body) if isinstance(node, cst.IndentedBlock) else [node]
+
+
+def _mentioned_after(stmts: list[cst.CSTNode], target: cst.CSTNode, name: str) -> bool:
+    """Whether code that can run after the def `target` (in these statements, in source order) mentions
+    `name`: the statements after it, and the rest of the branch holding it (not the other branch of its
+    `if`); a loop holding it counts whole, since it runs again."""
+    for i, stmt in enumerate(stmts):
+        if not _holds(stmt, target):
+            continue
+        rest = any(_mentions(s, name) for s in stmts[i + 1:])
+        if stmt is target:
+            return rest
+        if isinstance(stmt, cst.If):
+            branch = stmt.body if _holds(stmt.body, target) else stmt.orelse
+            inner = branch.body if isinstance(branch, cst.Else) else branch
+            if isinstance(inner, cst.If):
+                return rest or _mentioned_after([inner], target, name)
+            return rest or (inner is not None and _mentioned_after(_block(inner), target, name))
+        if isinstance(stmt, cst.With):
+            return rest or _mentioned_after(_block(stmt.body), target, name)
+        return True  # a loop, a try, or an expression holding it: assume it may be read afterwards
+    return True
+
+
+def _read_after(owner: FunctionInfo, writer: FunctionInfo, name: str) -> bool:
+    """Whether `owner` can read `name` after handing the nested function holding the write (`writer` or the
+    def it sits in) to JAX: a body's tracer written there leaks into the enclosing trace only if read there."""
+    inner: Scope = writer
+    while inner.parent is not owner:
+        if inner.parent is None:
+            return True
+        inner = inner.parent
+    others = [f for f in owner.defs.values() if f is not inner and f.parent is owner]
+    if any(f.node is not None and _mentions(f.node, name) for f in others):
+        return True  # a helper reading it may run after the body
+    if not isinstance(owner.node, cst.FunctionDef) or inner.node is None:
+        return True
+    return _mentioned_after(_block(owner.node.body), inner.node, name)
 
 
 class GlobalMutation(Rule):
@@ -165,6 +248,10 @@ class GlobalMutation(Rule):
         if isinstance(value, cst.Name):
             if value.value in ("True", "False", "None") or model.lookup_function(value.value, where.scope):
                 return True
+            root = model.root
+            if model.owner_of(value.value, where.scope) is root and value.value not in root.assigned \
+                    and (value.value in root.imports or value.value in root.classes):
+                return True  # an imported function, module or constant, or a class: made before any trace
             fn = where.function
             if fn is None or value.value not in fn.local_names or fn.param(value.value) is not None:
                 return False
@@ -216,6 +303,9 @@ class GlobalMutation(Rule):
         cached = where.traced is not None and where.traced.cached
         if values and (isinstance(owner, FunctionInfo) or not cached) and all(self._untraceable(v, where) for v in values):
             return True
+        if isinstance(owner, FunctionInfo) and owner.traced and where.traced is not None:
+            return _fresh_per_trace(name, owner) and not _called_directly(owner, where.model) \
+                and not _read_after(owner, where.traced, name)
         return isinstance(owner, FunctionInfo) and not where.model.reads_directly(owner, name)
 
     def _container_owner(self, name: str, where: Where) -> Optional[Scope]:

@@ -72,6 +72,127 @@ def _item_function(expr: cst.BaseExpression, per_item: set[str]) -> bool:
     return False
 
 
+def _small_statements(loop: LoopInfo) -> list[cst.BaseSmallStatement]:
+    """The simple statements of a `for`/`while` loop body (not those of nested defs and classes)."""
+    if not isinstance(loop.node, (cst.For, cst.While)):
+        return []
+    out: list[cst.BaseSmallStatement] = []
+    stack: list[cst.CSTNode] = [loop.node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            out.extend(n.body)
+        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            stack.extend(iter_children(n))
+    return out
+
+
+def _is_constructor(call: cst.Call, where: Where) -> bool:
+    func = call.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    return name[:1].isupper() or name in where.model.root.classes
+
+
+def _stores_per_item(value: cst.BaseExpression, stmts: list[cst.BaseSmallStatement], per_item: set[str],
+                     depth: int = 0) -> bool:
+    """Whether the loop keeps `value` per pass: appends it to a container, stores it under a key or on an
+    object that depends on the loop item, directly or through one name bound to it."""
+    for st in stmts:
+        if isinstance(st, cst.Expr) and isinstance(st.value, cst.Call) and isinstance(st.value.func, cst.Attribute) \
+                and st.value.func.attr.value in ("append", "add") and len(st.value.args) == 1:
+            arg = st.value.args[0].value
+            if arg is value or (isinstance(value, cst.Name) and isinstance(arg, cst.Name) and arg.value == value.value):
+                return True
+        if not isinstance(st, cst.Assign):
+            continue
+        same = st.value is value or (isinstance(value, cst.Name) and isinstance(st.value, cst.Name)
+                                     and st.value.value == value.value)
+        if not same:
+            continue
+        for t in st.targets:
+            target = t.target
+            if isinstance(target, cst.Subscript) and _names_in(target) & per_item \
+                    or isinstance(target, cst.Attribute) and _names_in(target.value) & per_item:
+                return True
+            if isinstance(target, cst.Name) and depth == 0 and st.value is value \
+                    and _stores_per_item(target, stmts, per_item, depth + 1):
+                return True
+    return False
+
+
+def _kept_by_object(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
+    """`opt = Optimizer(f=jax.jit(partial(f, size=size))); table[size] = opt` in a setup loop: the jitted
+    function is handed to an object built for this item, which keeps it and calls it with its own
+    arguments (so the item cannot become one), and the object is kept per item."""
+    stmts = _small_statements(loop)
+    per_item = _bound_in_loop(loop)
+    holders = {t.target.value for st in stmts if isinstance(st, cst.Assign) and st.value is jit
+               for t in st.targets if isinstance(t.target, cst.Name)}
+    for st in stmts:
+        stack: list[cst.CSTNode] = [st]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Call) and n is not jit and _is_constructor(n, where) and any(
+                    a.value is jit or (isinstance(a.value, cst.Name) and a.value.value in holders) for a in n.args) \
+                    and _stores_per_item(n, stmts, per_item):
+                return True
+            if not isinstance(n, (cst.Lambda, cst.FunctionDef)):
+                stack.extend(iter_children(n))
+    return False
+
+
+def _built_once(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
+    """`if not built: step = jax.jit(...); built = True` in a loop: the branch runs once, since it sets the flag
+    it tests and the loop never clears it."""
+    fn = where.function
+    scope = fn if fn is not None else where.model.root
+    stack: list[cst.CSTNode] = [loop.node.body] if isinstance(loop.node, (cst.For, cst.While)) else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            continue
+        if isinstance(n, cst.If) and _holds_node(n.body, jit):
+            for flag in _negated_conjuncts(n.test):
+                values = scope.assigned.get(flag, [])
+                loops = scope.bind_loops.get(flag, [])
+                sets = any(isinstance(st, cst.Assign) and _is_true(st.value) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == flag for t in st.targets)
+                    for line in _block_of(n.body) if isinstance(line, cst.SimpleStatementLine) for st in line.body)
+                if sets and len(values) == len(loops) and all(
+                        _is_true(v) for v, l in zip(values, loops) if loop.encloses(l)):
+                    return True
+        stack.extend(iter_children(n))
+    return False
+
+
+def _block_of(body: cst.BaseSuite) -> list[cst.CSTNode]:
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _is_true(value: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(value, cst.Name) and value.value == "True"
+
+
+def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
+    """The names `x` of `not x` terms that must all hold for the test to pass (`a and not x`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _negated_conjuncts(test.left) + _negated_conjuncts(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) \
+            and isinstance(test.expression, cst.Name):
+        return [test.expression.value]
+    return []
+
+
+def _holds_node(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        n = stack.pop()
+        if n is target:
+            return True
+        stack.extend(iter_children(n))
+    return False
+
+
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
     fn = where.function
     taken = set(where.model.root.assigned) | set(where.model.root.defs) | set(where.model.root.imports) | also_taken
@@ -288,6 +409,8 @@ class JitInLoop(Rule):
             return
         why = self._fresh(first.value, where, loop, node)
         if why is None or self._compiles_anyway(node, first.value, where, loop):
+            return
+        if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
         fix = edit = None
         if isinstance(loop.node, (cst.For, cst.While)) and isinstance(first.value, (cst.Lambda, cst.Call)):

@@ -43,8 +43,10 @@ class PrngKeyReuse(Rule):
     ## What it does
     Flags a PRNG key consumed a second time without a new key in between: two `jax.random` samplers
     on one key, a key split twice, a key sampled from and then split, or a sampler inside a loop on a
-    key the loop never replaces. `split` and `fold_in` consume the key they are given. Both
-    `jax.random.key` and `jax.random.PRNGKey` keys are tracked. Anywhere, not only in traced code.
+    key the loop never replaces. `split` consumes the key it is given; `fold_in(key, data)` derives a
+    new key and leaves `key` usable, as JAX's key-reuse checker does (folding the same data in twice
+    is flagged). Both `jax.random.key` and `jax.random.PRNGKey` keys are tracked. Anywhere, not only
+    in traced code.
 
     ## Why is this bad?
     JAX's random numbers are a pure function of the key: the same key gives the same numbers. Reusing
@@ -97,6 +99,9 @@ class PrngKeyReuse(Rule):
         if fn is None:
             return
         initial = {p.name for p in fn.params if _KEY_NAME.search(p.name) or p.annotation in _KEY_ANNOTATIONS}
+        if not initial and not any(_KEY_NAME.search(n) for n in fn.assigned) and not any(
+                (where.model.resolve(c.func, fn) or "").startswith("jax.random.") for c in fn.calls):
+            return  # no key enters this body: no parameter, binding or `jax.random` call can hold one
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
         self._analyse(body, fn, where, initial)
 
@@ -159,31 +164,46 @@ class PrngKeyReuse(Rule):
         cached = self.__dict__.get("_consumer_cache")
         if cached is not None and cached[0] is model:
             return cached[1]
+        # Once per function: the key parameters it samples from or splits itself, and the calls that
+        # hand a parameter on to another function of the module (resolved once, not on every pass).
+        plans: list[tuple[int, set[int], list[tuple[int, int, list[tuple[int, int]]]]]] = []
+        for fn in model.functions:
+            # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
+            positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
+            if not positions:
+                continue
+            direct: set[int] = set()
+            via: list[tuple[int, int, list[tuple[int, int]]]] = []
+            for call in fn.calls:
+                q = model.resolve(call.func, fn) or ""
+                fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
+                if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
+                    name = self._key_arg(call)
+                    if name in positions:
+                        direct.add(positions[name])  # type: ignore[arg-type]
+                    continue
+                handed = [(i, positions[a.value.value]) for i, a in
+                          enumerate(a for a in call.args if a.keyword is None and not a.star)
+                          if isinstance(a.value, cst.Name) and a.value.value in positions]
+                if not handed:
+                    continue
+                callee = self._callee(call, fn)
+                if callee is not None:
+                    via.append((id(callee[0]), callee[1], handed))  # type: ignore[arg-type]
+            if direct or via:
+                plans.append((id(fn), direct, via))
         out: dict[int, set[int]] = {}
         grew = True
         while grew:  # through helpers that hand the key on, to a fixed point
             grew = False
-            for fn in model.functions:
-                # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
-                positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
-                found: set[int] = set()
-                for call in fn.calls:
-                    q = model.resolve(call.func, fn) or ""
-                    fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
-                    if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
-                        name = self._key_arg(call)
-                        if name in positions:
-                            found.add(positions[name])
-                        continue
-                    callee = self._callee(call, fn)
-                    if callee is None or id(callee[0]) not in out:
-                        continue
-                    for i, a in enumerate(a for a in call.args if a.keyword is None and not a.star):
-                        if i + callee[1] in out[id(callee[0])] and isinstance(a.value, cst.Name) \
-                                and a.value.value in positions:
-                            found.add(positions[a.value.value])  # type: ignore[arg-type]
-                if found - out.get(id(fn), set()):
-                    out.setdefault(id(fn), set()).update(found)
+            for fid, direct, via in plans:
+                found = set(direct)
+                for callee_id, offset, handed in via:
+                    consumed = out.get(callee_id)
+                    if consumed:
+                        found.update(pos for i, pos in handed if i + offset in consumed)
+                if found - out.get(fid, set()):
+                    out.setdefault(fid, set()).update(found)
                     grew = True
         self.__dict__["_consumer_cache"] = (model, out)
         return out
@@ -216,15 +236,9 @@ class PrngKeyReuse(Rule):
                      loop_names: Optional[Container[str]], root: Optional[cst.CSTNode]) -> None:
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
-        if key in state.consumed:
-            first = state.consumed[key]
-            if self._result_discarded(first):
-                state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
-                return
-            self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
-                         key, first)
-            return
         if fname == "fold_in":
+            # `fold_in` derives a new key from the key and the data, and leaves the key usable (JAX's own
+            # key-reuse checker agrees): only folding the same data in twice derives the same key twice.
             data = _code(call.args[1].value) if len(call.args) > 1 else ""
             folds = state.folded.setdefault(key, {})
             if data in folds:
@@ -232,8 +246,11 @@ class PrngKeyReuse(Rule):
                              "same key again; fold in distinct data or split it.", key, folds[data])
             folds.setdefault(data, call)
             return
-        if key in state.folded:
-            first = next(iter(state.folded[key].values()))
+        if key in state.consumed:
+            first = state.consumed[key]
+            if self._result_discarded(first):
+                state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
+                return
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
                          key, first)
             return

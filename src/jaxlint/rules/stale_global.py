@@ -7,6 +7,7 @@ import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..syntax import iter_children
+from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
 
 
@@ -77,7 +78,12 @@ class StaleGlobal(Rule):
 
     ## Known limitations
     Mutation of a global object's contents (`CONFIG["lr"] = ...`) is not a rebinding and is not
-    flagged here. Only the first read of each name in a function is reported.
+    flagged here. Only the first read of each name in a function is reported. In module code run top
+    to bottom, a rebinding is reported only when some call of the function (followed through the
+    module-level functions and classes that reach it) can run before it and another after it; a
+    `global` setter that runs once and only then calls the function is not reported. A function
+    handed on or stored elsewhere counts as used at any time, and a setter that nothing in the
+    module calls counts as callable at any time.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -151,24 +157,26 @@ class StaleGlobal(Rule):
 
     def _rebinding(self, name: str, owner: Scope, fn: FunctionInfo, model: ModuleModel) -> Optional[str]:
         """How `name` can be rebound after `fn` is traced, or None. Rebindings that run before the def (a
-        loop that ends before it), rebindings to the same literal, and rebindings inside a loop that also
-        redefines the reader (a notebook-style script re-running a cell) are not stale."""
-        if _same_literal(name, owner, model):
+        loop that ends before it), rebindings to the same value, rebindings inside a loop that also
+        redefines the reader (a notebook-style script re-running a cell), and rebindings that no use of the
+        reader can see both sides of (a script run top to bottom) are not stale."""
+        if _same_value(name, owner, model):
             return None
         at_def = fn
         while at_def.parent is not owner and isinstance(at_def.parent, FunctionInfo):
             at_def = at_def.parent  # the def that runs in the owner's scope
         orders = list(owner.bind_order.get(name, []))
         loops = owner.bind_loops.get(name, [])
-        later = [loop for order, loop in zip(orders, loops)
+        later = [(order, loop) for order, loop in zip(orders, loops)
                  if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)]
-        if any(loop is not None for loop in later):
+        uses = self._reader_uses(fn, model) if later and owner is model.root else None
+        if uses is not None and uses.sites:
+            # In module code run top to bottom, a rebinding is seen stale only by a call after it of a
+            # function traced before it (a loop around both runs each of them again).
+            later = [(order, loop) for order, loop in later if _before_and_after(order, loop, uses)]
+        if any(loop is not None for _order, loop in later):
             return "a loop rebinds it"
         if later and len(orders) >= 2:
-            first_later = min(o for o in orders if o > fn.order)
-            last_use = _last_use(at_def, model)
-            if last_use is not None and last_use < first_later:
-                return None  # every use of the reader comes before the rebinding (a script run top to bottom)
             return "it is rebound after the function is defined"
         if owner is model.root:
             for other in model.functions:
@@ -176,10 +184,44 @@ class StaleGlobal(Rule):
                     last = max(other.bind_order[name])
                     if fn.trace_sites and all(scope is other and order > last for scope, order in fn.trace_sites):
                         continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
+                    if self._set_once_before_use(name, other, fn, model):
+                        continue
                     if other is fn:
                         return f"`{fn.qualname}` itself rebinds it with `global`"
                     return f"`{other.qualname}` rebinds it with `global`"
         return None
+
+    def _module_uses(self, model: ModuleModel) -> ModuleUses:
+        found = self.__dict__.get("_uses")
+        if found is None or found.model is not model:
+            found = self.__dict__["_uses"] = ModuleUses(model)
+        return found
+
+    def _reader_uses(self, fn: FunctionInfo, model: ModuleModel, stop: Optional[FunctionInfo] = None
+                     ) -> Optional[Uses]:
+        """The calls that can trace `fn`, through the module-level def or class holding it."""
+        found = _entity(fn, model)
+        if found is None:
+            return None
+        name, closure = found
+        uses = self._module_uses(model).uses(name, stop)
+        if uses is not None and closure:
+            uses.lasting = True  # a closure made by a call may be kept and run later
+        return uses
+
+    def _set_once_before_use(self, name: str, other: FunctionInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
+        """Whether `other` (a setter with `global name`) runs at most once, from straight-line module code,
+        and every use of the reader is a call inside it after its last rebinding: the first trace sees the
+        value set, and nothing rebinds it after."""
+        if other.parent is not model.root or model.root.defs.get(other.name) is not other \
+                or any(loop is not None for loop in other.bind_loops.get(name, [])):
+            return False
+        runs = self._module_uses(model).uses(other.name)
+        if runs is None or runs.lasting or len(runs.sites) != 1 or runs.sites[0].loop is not None:
+            return False
+        uses = self._reader_uses(fn, model, stop=other)
+        last = max(other.bind_order[name])
+        return uses is not None and bool(uses.sites) and all(s.scope is other and s.stamp > last for s in uses.sites)
 
     def _report(self, node: cst.Name, name: str, how: str, fn: FunctionInfo) -> Report:
         return Report(
@@ -189,26 +231,6 @@ class StaleGlobal(Rule):
             fn,
             subject={"name": name, "how": how},
         )
-
-
-def _last_use(fn: FunctionInfo, model: ModuleModel) -> Optional[int]:
-    """The source-order stamp of the last module-level call of a module-level function, when calls there
-    are all that refers to it (a loop around them ends before a rebinding that is not itself in a loop);
-    None when it may be used otherwise."""
-    if fn.parent is not model.root or fn.name in model.root.declared_global:
-        return None
-    last = None
-    for call, scope, loop in model.all_calls:
-        refers = isinstance(call.func, cst.Name) and call.func.value == fn.name
-        passed = any(isinstance(a.value, cst.Name) and a.value.value == fn.name for a in call.args)
-        if passed or (refers and scope is not model.root):
-            return None  # handed on, or called from a function that may run later
-        if refers:
-            last = max(last or 0, model.call_order.get(id(call), 0))
-    for values in model.root.assigned.values():
-        if any(isinstance(v, cst.Name) and v.value == fn.name for v in values):
-            return None  # aliased
-    return last
 
 
 def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, model: ModuleModel
@@ -236,17 +258,77 @@ def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> boo
     return False
 
 
-def _same_literal(name: str, owner: Scope, model: ModuleModel) -> bool:
-    """Whether every binding of `name` (in its scope and under `global` elsewhere) is the same literal."""
+def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[tuple[str, bool]]:
+    """The module-level name whose uses can run `fn`: the def or class holding it (and whether `fn` is a
+    closure made by calling that def), or the name a module-level lambda is bound to, alone or through
+    one transform (`render = jax.jit(lambda x: ...)`)."""
+    root = model.root
+    s: Scope = fn
+    while s.parent is not None and s.parent is not root:
+        s = s.parent
+    if isinstance(s, FunctionInfo) and root.defs.get(s.name) is s:
+        return s.name, s is not fn
+    if isinstance(s, FunctionInfo) and s.parent is root and root.assigned.get(s.name) and all(
+            isinstance(v, cst.Call) and v.args and isinstance(v.args[0].value, cst.Name)
+            and v.args[0].value.value == s.name and model.resolve(v.func, root) in model.transforms
+            for v in root.assigned[s.name]):
+        return s.name, s is not fn  # `def step(...)` then `step = jax.jit(step)`
+    if isinstance(s, ClassInfo) and root.classes.get(s.name) is s:
+        return s.name, False
+    if s is fn and isinstance(fn.node, cst.Lambda):
+        for name, values in root.assigned.items():
+            if len(values) == 1 and isinstance(values[0], cst.Call) \
+                    and any(a.value is fn.node for a in values[0].args) \
+                    and model.resolve(values[0].func, root) in model.transforms:
+                return name, False
+    return None
+
+
+def _before_and_after(order: int, loop: Optional[LoopInfo], uses: Uses) -> bool:
+    """Whether some use can run before the rebinding at `order` (and so trace the old value) and some use
+    after it (and so run that trace)."""
+    before = any(s.stamp < order or _shared_loop(loop, s.loop) for s in uses.sites)
+    after = uses.lasting or any(s.stamp > order or _shared_loop(loop, s.loop) for s in uses.sites)
+    return before and after
+
+
+def _same_value(name: str, owner: Scope, model: ModuleModel) -> bool:
+    """Whether every binding of `name` (in its scope and under `global` elsewhere) is the same expression
+    of literals and of module-level names that never change (`keep = grid * 3 // 4` written twice)."""
     values = list(owner.assigned.get(name, []))
     if owner is model.root:
         for other in model.functions:
             if name in other.declared_global:
                 values.extend(other.assigned.get(name, []))
-    codes = set()
-    for v in values:
-        if not isinstance(v, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) or (
-                isinstance(v, cst.Name) and v.value not in ("True", "False", "None")):
-            return False
-        codes.add(cst.Module([]).code_for_node(v))
-    return len(codes) == 1 and len(values) >= 2
+    if len(values) < 2 or any(v is None for v in values):
+        return False
+    codes = {cst.Module([]).code_for_node(v) for v in values if v is not None}
+    first = min(owner.bind_order.get(name, [0]))
+    return len(codes) == 1 and _constant(values[0], owner, model, first, 0)
+
+
+def _constant(e: Optional[cst.BaseExpression], owner: Scope, model: ModuleModel, before: int, depth: int) -> bool:
+    """Whether an expression has one value wherever it is evaluated after the stamp `before`: literals,
+    arithmetic on them, and names bound in `owner` only to one such value (or once, before `before`)."""
+    if e is None or depth > 4:
+        return False
+    if isinstance(e, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(e, cst.BinaryOperation):
+        return _constant(e.left, owner, model, before, depth + 1) and _constant(e.right, owner, model, before, depth + 1)
+    if isinstance(e, cst.UnaryOperation):
+        return _constant(e.expression, owner, model, before, depth + 1)
+    if not isinstance(e, cst.Name):
+        return False
+    if e.value in ("True", "False", "None"):
+        return True
+    if owner is model.root and any(e.value in f.declared_global for f in model.functions):
+        return False
+    values = owner.assigned.get(e.value, [])
+    if not values or any(v is None for v in values):
+        return False
+    if len(values) == 1:
+        return max(owner.bind_order.get(e.value, [before])) < before \
+            and _constant(values[0], owner, model, before, depth + 1)
+    return len({cst.Module([]).code_for_node(v) for v in values if v is not None}) == 1 \
+        and _constant(values[0], owner, model, before, depth + 1)

@@ -93,6 +93,9 @@ class TracedIf(Rule):
         model = where.model
         if model.is_test(node) or id(node) in model.nested_boolops:
             return
+        values = where.values
+        if values is not None and values.container_fallback(node):
+            return  # `stats or {}`: a container (or None) tested for emptiness
         # Python calls bool() on every operand but the last (libcst nests `a and b and c` to the left).
         word = "`and`" if isinstance(node.operator, cst.And) else "`or`"
         self._check(node, node.left, word, where)

@@ -37,6 +37,7 @@ class _Builder:
     def __init__(self, model: ModuleModel) -> None:
         self.m = model
         self.guards: frozenset[str] = frozenset()
+        self.branches: tuple[tuple[object, bool], ...] = ()  # the if/else arms around the walk: (if node, in body)
         self.counter = 0
         self.top: Optional[int] = None
 
@@ -195,8 +196,9 @@ class _Builder:
                      loop: Optional[LoopInfo]) -> None:
         if isinstance(target, cst.Name):
             name = target.value
-            if name in scope.defs and value is not None and not isinstance(value, cst.Lambda):
-                del scope.defs[name]
+            if name in scope.defs and value is not None and not isinstance(value, cst.Lambda) \
+                    and not _wraps_itself(value, name):
+                del scope.defs[name]  # (`step = jax.jit(step)` keeps the def: it is decorated by hand)
             scope.assigned.setdefault(name, []).append(value)
             scope.bind_order.setdefault(name, []).append(self.counter)
             scope.bind_loops.setdefault(name, []).append(loop)
@@ -213,6 +215,7 @@ class _Builder:
         if isinstance(scope, FunctionInfo):
             scope.events.append((target, value, how))
             scope.event_orders.append(self.counter)
+            scope.event_branches.append(self.branches)
 
     def on_assign(self, node: cst.Assign, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.walk(node.value, scope, loop)
@@ -341,15 +344,27 @@ class _Builder:
         self._mark_test(node.test)
         self.walk(node.test, scope, loop)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test)
+        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test) | _flag_tests(node.test, True)
+        branches = self.branches
+        # the arm of this `if`, and of every `if flag:` testing the same name (`use_jax` branches agree)
+        self.branches = branches + ((id(node), True),) + tuple(
+            (g.partition(":")[2], g.startswith("true:")) for g in _flag_tests(node.test, True))
         self.walk(node.body, scope, loop)
         self.guards = saved
         if node.orelse is not None:
+            self.guards = saved | _flag_tests(node.test, False)
+            self.branches = branches + ((id(node), False),) + tuple(
+                (g.partition(":")[2], g.startswith("true:")) for g in _flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
+            self.guards = saved
         elif isinstance(scope, FunctionInfo) and loop is None and isinstance(scope.node, cst.FunctionDef) \
                 and isinstance(scope.node.body, cst.IndentedBlock) \
                 and any(node is stmt for stmt in scope.node.body.body) and _always_exits(node.body):
             scope.none_exits.extend((self.counter, g[5:]) for g in _none_tests(node.test))
+        self.branches = branches
+        if node.orelse is None and _always_exits(node.body):
+            # `if use_jax: return …`: the rest of the block runs only when the test was false
+            self.guards = self.guards | _flag_tests(node.test, False)
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -589,6 +604,14 @@ def _note_import(scope: Scope, local: str, qual: str) -> None:
     scope.imports[local] = qual
 
 
+def _wraps_itself(value: cst.BaseExpression, name: str) -> bool:
+    """`step = jax.jit(step)`, `f = partial(jax.jit, static_argnums=1)(f)`: a def rebound to a wrapper
+    of itself, as a decorator would."""
+    return isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None \
+        and not value.args[0].star and isinstance(value.args[0].value, cst.Name) \
+        and value.args[0].value.value == name and not (isinstance(value.func, cst.Name) and value.func.value == name)
+
+
 def _always_exits(block: cst.BaseSuite) -> bool:
     """Whether a block ends in `return` or `raise` (the code after its `if` runs only when the test failed)."""
     if isinstance(block, cst.SimpleStatementSuite):
@@ -599,6 +622,18 @@ def _always_exits(block: cst.BaseSuite) -> bool:
     else:
         last = None
     return isinstance(last, (cst.Return, cst.Raise))
+
+
+def _flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    """`if use_jax:` → {"true:use_jax"} in its body and {"false:use_jax"} in its `else` (and the reverse
+    for `if not use_jax:`): a branch that runs only for one truth value of a name."""
+    if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
+        return frozenset({f"{'true' if holds else 'false'}:{e.value}"})
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        return _flag_tests(e.expression, not holds)
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
+        return _flag_tests(e.left, holds) | _flag_tests(e.right, holds)
+    return frozenset()
 
 
 def _none_tests(e: cst.BaseExpression) -> frozenset[str]:

@@ -244,6 +244,25 @@ class ModuleModel:
         return {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields))
                 for name, c in self.root.classes.items()}
 
+    def static_returning(self) -> frozenset[str]:
+        """Module-level functions that return only Python values (shape facts, lengths, literals) even when
+        every parameter is traced, and are not transformed: the other files can call them as static."""
+        out: set[str] = set()
+        for name, fn in self.root.defs.items():
+            node = fn.node
+            if not isinstance(node, cst.FunctionDef) or fn.is_method or (fn.decorators and any(
+                    self.transform_of(d.decorator, self.root) for d in fn.decorators)):
+                continue
+            returns = [r.value for r in _returns(node.body)]
+            if not returns or any(r is None for r in returns):
+                continue
+            if not all(_mentions_static_fact(r) for r in returns):
+                continue  # cheap filter: only shape-like returns are worth a summary
+            flags = self.returns_given(fn, {p.name for p in fn.params})
+            if flags is not None and not any(flags):
+                out.add(name)
+        return frozenset(out)
+
     def foreign_bases(self) -> set[str]:
         """The qualified names of base classes imported from elsewhere (as this module resolves them)."""
         return {b for c in self._all_classes() for b in c.bases
@@ -481,6 +500,27 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+def _mentions_static_fact(e: cst.BaseExpression) -> bool:
+    """Whether an expression reads a shape, a length or a literal somewhere (a filter, not a proof)."""
+    found = False
+
+    class _Seek(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            nonlocal found
+            found = found or node.attr.value in ("shape", "ndim", "size", "dtype")
+            return not found
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            nonlocal found
+            found = found or (isinstance(node.func, cst.Name) and node.func.value == "len")
+            return not found
+
+    if isinstance(e, (cst.Integer, cst.SimpleString)):
+        return True
+    e.visit(_Seek())
+    return found
 
 
 def shape_fact(e: cst.BaseExpression) -> bool:

@@ -72,6 +72,9 @@ class ProjectClasses:
 
     lookup: "Callable[[str], Optional[ClassFacts]]"  # a qualified name as this module resolves it
     static_names: frozenset[str] = frozenset()
+    # Whether a function of another project file returns only Python values whatever its arguments
+    # (`tree_utils.first_dim(x)` returning `leaves[0].shape[0]`): a qualified name as this module resolves it.
+    static_return: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)
@@ -96,6 +99,8 @@ class FunctionInfo(Scope):
     # Binding events in this function body: (target, value, how) — how is "=", "aug", "for", "with", "walrus".
     events: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression], str]] = field(default_factory=list)
     event_orders: list[int] = field(default_factory=list)  # source-order stamp of each event
+    # The if/else arms around each event: (the `if` node's id, or the name an `if flag:` tests; in its body)
+    event_branches: list[tuple[tuple[object, bool], ...]] = field(default_factory=list)
     calls: list[cst.Call] = field(default_factory=list)
     # Trace state, filled in by the model.
     traced: bool = False
@@ -113,6 +118,17 @@ class FunctionInfo(Scope):
     none_exits: list[tuple[int, str]] = field(default_factory=list)
     # Parameters every traced call site gives a value other than None (None until a site is seen).
     passed: Optional[set[str]] = None
+    # Traced call sites whose arguments are known, by call: (caller, offset, partial-bound names, args).
+    flag_sites: dict[int, tuple] = field(default_factory=dict)
+    # Traced from somewhere whose arguments are not known here (a transform, a control-flow body).
+    flags_open: bool = False
+    # What traced call sites put in the `**kwargs` parameter: the keys every site names (with whether
+    # some site gives a traced value), None until a site is seen; and whether the rest can be traced.
+    kw_keys: Optional[dict[str, bool]] = None
+    kw_rest: bool = False
+    # Parameters with the same truthiness at every traced call site (`use_jax=True`): a branch on the
+    # other truth value never runs traced.
+    flags: dict[str, bool] = field(default_factory=dict)
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
     # value passed straight on): their attributes are leaves, hence traced. Other traced objects may
     # be mixed Python objects whose attributes are configuration.
@@ -142,9 +158,18 @@ class FunctionInfo(Scope):
         whose target is `before`, when given; none when no event has that target). A tuple target assigned a tuple of the same length binds
         element by element; any other tuple target records the element's index in the unpacked value."""
         out: list[Binding] = []
-        for target, value, how in self.events:
+        arms: dict[int, bool] = {}
+        if before is not None:  # a binding in the other arm of an `if` around `before` does not reach it
+            for (target, _v, _h), branches in zip(self.events, self.event_branches):
+                if target is before:
+                    arms = dict(branches)
+                    break
+        for (target, value, how), branches in zip(self.events, self.event_branches):
             if before is not None and target is before:
                 return out
+            if arms and any(arms.get(node, arm) != arm for node, arm in branches
+                            if not isinstance(node, str) or node not in self.assigned):
+                continue
             if isinstance(target, cst.Name):
                 if target.value == name:
                     out.append(Binding(target, value, how))

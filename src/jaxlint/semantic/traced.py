@@ -15,7 +15,7 @@ from ..jaxapi import (
     TREE_MAPS,
     Transform,
 )
-from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf
+from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, literal_truth
 from .scopes import CallableRef, FunctionInfo, Param, Scope
 from .values import Values
 
@@ -97,12 +97,20 @@ class _Tracer:
                     if got[0].statics == "custom":
                         fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
         for fn, (t, opts) in decorated:
+            if t.statics == "jit" and not any(u.statics == "custom" for f, (u, _o) in decorated if f is fn):
+                # A jitted function's static arguments are Python values inside it, whoever wraps or
+                # calls it: a tracer passed there fails at the call, before the body runs.
+                fn.declared_static |= static_param_names(fn, t, opts, 0) or set()
+        outermost: set[int] = set()
+        for fn, (t, opts) in decorated:
             if t.statics == "custom" and len(fn.decorators) == 1:
                 # `@jax.custom_vjp` alone traces nothing: called plainly, or under `grad` (whose rule
                 # gets the primal values), the body sees concrete arrays; traced callers make it traced.
                 continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
-            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None)
+            inner = id(fn) in outermost
+            outermost.add(id(fn))
+            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner)
         self.seed_calls()
         rules = [(c, s) for c, s, _ in m.all_calls
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
@@ -121,6 +129,7 @@ class _Tracer:
             if not (self.changed or moved) or rounds > 50:
                 break
         m.summaries_final = True
+        solve_flags(m.functions)
         for fn in m.functions:
             if fn.traced and not fn.traced_names:
                 Values(m, fn).solve()
@@ -284,15 +293,32 @@ class _Tracer:
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
              outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
-             application: Optional[cst.Call] = None) -> None:
+             application: Optional[cst.Call] = None, inner: bool = False) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
-        body's carry and element), whatever their defaults say."""
+        body's carry and element), whatever their defaults say. `inner`: a decorator below another
+        transform's, which gets its arguments from that transform."""
         statics = static_param_names(fn, t, opts, offset, lead)
+        if inner and t.statics == "grad":
+            # `@partial(jax.jit, static_argnames=("n",))` over `@partial(jax.grad, argnums=2)`: grad makes
+            # tracers of its `argnums` only; the other arguments are what the outer transform gives.
+            nums = _argnums(opts)
+            usable = [p for p in fn.params if p.index is not None][offset:]
+            if nums is not None:
+                made = {usable[n].name for n in nums if -len(usable) <= n < len(usable)}
+                statics = {p.name for p in fn.params} - made
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         given = {p.name for p in fn.params if not p.has_default}
+        left_out: set[str] = set()  # parameters the application does not pass: they keep their defaults
         if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
             given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
+            if not any(a.star for a in application.args):
+                positional = [p for p in fn.params if p.index is not None]
+                named = {a.keyword.value for a in application.args if a.keyword is not None}
+                n_pos = sum(1 for a in application.args if a.keyword is None)
+                passed_pos = {p.name for p in positional[offset:offset + n_pos]}
+                left_out = {p.name for p in fn.params if p.has_default and not p.star
+                            and p.name not in named and p.name not in passed_pos}
         _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
         traced = set()
         for p in fn.params:
@@ -302,8 +328,10 @@ class _Tracer:
                 continue
             if offset == 0 and fn.is_method and p is fn.params[0]:
                 continue  # self/cls: see jit-method-self
-            if _is_literal(p.default) and not (p.index is not None and p.index - offset < passed):
+            if _constant_default(p.default) and not (p.index is not None and p.index - offset < passed):
                 continue  # a flag with a Python default: a constant unless a caller passes it
+            if p.name in left_out:
+                continue
             traced.add(p.name)
         if lead and offset and fn.is_method:
             traced.add(fn.params[0].name)  # `jax.jit(model.apply)`: the variables, hence the module's, are traced
@@ -319,7 +347,14 @@ class _Tracer:
                   pytrees=set() if t.statics == "filter" else traced)
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
-             caller: Optional[FunctionInfo], pytrees: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+             caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
+             site: Optional[tuple] = None) -> None:
+        """`site`: (key, caller, offset, bound names, arguments) of a call whose arguments are known;
+        without one, the function is traced from somewhere its flags cannot be read."""
+        if site is None:
+            fn.flags_open = True
+        else:
+            fn.flag_sites[site[0]] = site[1:]
         grew = False
         if pytrees - fn.pytree_params:
             fn.pytree_params |= pytrees
@@ -397,10 +432,13 @@ class _Tracer:
             if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
                 receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
                 args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
+            if not ref.lead:
+                _note_kwargs(ref.fn, args)
             traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
-            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees)
+            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees,
+                      site=None if ref.lead else (id(call), fn, ref.offset, ref.bound_names, tuple(args)))
 
     def _custom_derivative(self, fn: FunctionInfo) -> bool:
         """Whether `fn` is decorated with `jax.custom_vjp`/`jax.custom_jvp`."""
@@ -427,7 +465,8 @@ class _Tracer:
             fn.helper_sites.add((m.root, -1))  # called from another file: the site is not known here
             if fn.target is None:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
-            self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees)
+            self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees,
+                      site=(id(ext), None, 0, frozenset(), ext.args))
 
 
 @dataclass(frozen=True)
@@ -439,6 +478,8 @@ class ArgInfo:
     traced: bool
     pytree: bool
     array: bool = False  # evidently an array (a jnp result, arithmetic, an array-annotated parameter…)
+    truth: Optional[bool] = None  # the truthiness of a literal argument (`use_jax=True`)
+    name: Optional[str] = None  # the name passed, when the argument is a bare name (`use_jax=use_jax`)
 
 
 @dataclass(frozen=True)
@@ -453,10 +494,64 @@ class ExternalCall:
     origin: str = ""  # the caller's file, filled in by the API
 
 
+def solve_flags(functions: list[FunctionInfo]) -> None:
+    """Which parameters have one truthiness at every traced call site: a literal argument, the default
+    when the argument is left out, or the caller's own such parameter passed on (`use_jax=use_jax`)."""
+    fns = [f for f in functions if f.traced and not f.flags_open and f.flag_sites]
+    for _ in range(len(fns) + 1):
+        changed = False
+        for f in fns:
+            merged: Optional[dict[str, Optional[bool]]] = None
+            for caller, offset, bound, args in f.flag_sites.values():
+                truths = _site_truths(f, offset, bound, args, caller)
+                merged = truths if merged is None else {k: v for k, v in merged.items() if truths.get(k) == v}
+            new = {k: v for k, v in (merged or {}).items()
+                   if v is not None and k not in f.assigned and k not in f.declared_nonlocal}
+            if new != f.flags:
+                f.flags = new
+                changed = True
+        if not changed:
+            break
+
+
+def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
+                 caller: Optional[FunctionInfo]) -> dict[str, Optional[bool]]:
+    if any(a.star for a in args):
+        return {}  # `*xs`/`**kw`: which parameter gets what is not known
+    positional = [p for p in callee.params if p.index is not None]
+    given: dict[str, ArgInfo] = {}
+    pos = offset
+    for a in args:
+        if a.keyword is not None:
+            given[a.keyword] = a
+        elif pos < len(positional):
+            given[positional[pos].name] = a
+            pos += 1
+    out: dict[str, Optional[bool]] = {}
+    for p in callee.params:
+        if p.star or p.name in bound or (p.index is not None and p.index < offset):
+            continue
+        a = given.get(p.name)
+        if a is None:
+            out[p.name] = literal_truth(p.default) if p.has_default else None
+            continue
+        truth = a.truth
+        if truth is None and a.name is not None and caller is not None and caller.param(a.name) is not None:
+            truth = caller.flags.get(a.name)
+        out[p.name] = truth
+    return out
+
+
 def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
     """`if rng is None:` where every traced caller passes an `rng`, or where `rng` is a variable of the
-    enclosing function known not to be None wherever the function is traced: the branch never runs traced."""
+    enclosing function known not to be None wherever the function is traced: the branch never runs traced.
+    `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced."""
     for g in guards:
+        if g.startswith(("true:", "false:")):
+            want, _, name = g.partition(":")
+            if fn.flags.get(name, want == "true") != (want == "true"):
+                return True
+            continue
         if not g.startswith("none:"):
             continue
         name = g[5:]
@@ -495,6 +590,22 @@ def _closure_not_none(fn: FunctionInfo, name: str) -> bool:
         if not before or any(max(before) < stamp < order for stamp in owner.bind_order.get(name, [])):
             return False  # no test before the site, or `name` rebound between the test and the site
     return True
+
+
+def _note_kwargs(fn: FunctionInfo, args: list["ArgInfo"]) -> None:
+    """Record what one traced call puts in `fn`'s `**kwargs` (see FunctionInfo.kw_keys)."""
+    kwstar = next((p for p in fn.params if p.star == "**"), None)
+    if kwstar is None:
+        return
+    named = {a.keyword: a.traced for a in args if a.keyword is not None and fn.param(a.keyword) is None}
+    rest = any(a.traced for a in args if a.star == "**")
+    if fn.kw_keys is None:
+        fn.kw_keys = named
+    else:  # a key some site leaves out may come from anywhere at the others
+        rest = rest or any(t for k, t in named.items() if k not in fn.kw_keys) \
+            or any(t for k, t in fn.kw_keys.items() if k not in named)
+        fn.kw_keys = {k: t or fn.kw_keys[k] for k, t in named.items() if k in fn.kw_keys}
+    fn.kw_rest = fn.kw_rest or rest
 
 
 def _note_passed(fn: FunctionInfo, names: set[str]) -> None:
@@ -537,7 +648,8 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
 
     def one(star: str, kw: Optional[str], value: cst.BaseExpression) -> ArgInfo:
         t = values is not None and values.traced(value)
-        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value))  # type: ignore[union-attr]
+        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value),  # type: ignore[union-attr]
+                       literal_truth(value), value.value if isinstance(value, cst.Name) else None)
 
     for a in call.args:
         if a.star == "*":
@@ -553,7 +665,32 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
             if items is not None:
                 out.extend(one("", key, value) for key, value in items)
                 continue
+            forwarded = _forwarded_kwargs(a.value, fn)
+            if forwarded is not None:  # `**kwargs` passed on: the keys its callers named, then the rest
+                out.extend(forwarded)
+                continue
         out.append(one(str(a.star), a.keyword.value if a.keyword is not None else None, a.value))
+    return out
+
+
+def _forwarded_kwargs(expr: cst.BaseExpression, fn: Optional[FunctionInfo]) -> Optional[list[ArgInfo]]:
+    """`**kwargs` of `fn`'s own `**` parameter, passed on unchanged: the keys every traced caller of `fn`
+    names, each as traced as some caller made it, and one `**` for the rest."""
+    if fn is None or not isinstance(expr, cst.Name) or fn.kw_keys is None or fn.flags_open:
+        return None
+    kwstar = next((p for p in fn.params if p.star == "**"), None)
+    if kwstar is None or kwstar.name != expr.value or expr.value in fn.assigned:
+        return None
+    for target, _value, _how in fn.events:
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == expr.value:
+            return None  # `kwargs["scale"] = x`: keys added on the way
+    for c in fn.calls:
+        if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name) \
+                and c.func.value.value == expr.value and c.func.attr.value in ("update", "setdefault", "__setitem__"):
+            return None
+    traced = expr.value in fn.traced_params or expr.value in fn.traced_names
+    out = [ArgInfo("", key, traced and t, False) for key, t in fn.kw_keys.items()]
+    out.append(ArgInfo("**", None, traced and fn.kw_rest, False))
     return out
 
 
@@ -588,16 +725,20 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
     kwstar = next((p for p in callee.params if p.star == "**"), None)
     pos = offset
     after_star = False
+    tail: Optional[int] = None  # where the positional arguments after a splat go, when that is known
     for i, info in enumerate(args):
         is_t = info.traced
         if info.star == "*":
+            # the positional arguments written after the splat take the last positions it could reach
+            trailing = sum(1 for a in args[i + 1:] if not a.star and a.keyword is None)
+            end = len(positional) if star is not None else max(pos, len(positional) - trailing)
             if is_t:
-                # the positional arguments written after the splat take the last positions it could reach
-                trailing = sum(1 for a in args[i + 1:] if not a.star and a.keyword is None)
-                end = len(positional) if star is not None else max(pos, len(positional) - trailing)
                 traced.update(p.name for p in positional[pos:end] if p.name not in bound)
                 if star:
                     traced.add(star.name)
+            # `f(*pair, idx, n, key)` of a function without `*args`: the last arguments fill the last
+            # parameters (the call gives every parameter a value)
+            tail = end if star is None and not after_star and end + trailing == len(positional) else None
             after_star = True
             continue
         if info.star == "**":
@@ -610,6 +751,9 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
         if info.keyword is not None:
             p = callee.param(info.keyword)
             target = p.name if p is not None else (kwstar.name if kwstar else None)
+        elif after_star and tail is not None:
+            target = positional[tail].name if tail < len(positional) else None
+            tail += 1
         elif after_star:  # its position depends on the splat's length
             if is_t:
                 traced.update(p.name for p in positional[pos:] if p.name not in bound)
@@ -691,6 +835,17 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
     return out
+
+
+def _constant_default(expr: Optional[cst.BaseExpression]) -> bool:
+    """A default that is a Python constant: a literal, a tuple of literals, or a class-level constant
+    (`NormalizationType.NORMAL`, which JAX could not take as an array argument anyway)."""
+    if _is_literal(expr):
+        return True
+    if isinstance(expr, cst.Tuple):
+        return all(_constant_default(el.value) for el in expr.elements)
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper() \
+        and expr.attr.value[:1].isupper()
 
 
 def _body_arity(kind: str, call: cst.Call) -> int:

@@ -32,6 +32,8 @@ _BOOL_FUNCS = frozenset({
 _STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
 _SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
+# Methods no JAX array has: a name they are called on holds a Python container.
+_CONTAINER_METHODS = frozenset({"update", "setdefault", "append", "extend", "popitem"})
 _STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "isdigit",
                           "isalpha", "isidentifier", "casefold", "removeprefix", "removesuffix"})
 _DICT_ANNOTATIONS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "FrozenDict"})
@@ -69,6 +71,8 @@ class Values:
             if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
                 containers.add(f.value.value)
                 dicts.add(f.value.value)
+            elif isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _CONTAINER_METHODS:
+                containers.add(f.value.value)
             elif isinstance(f, cst.Name) and f.value == "len" and len(call.args) == 1 \
                     and isinstance(call.args[0].value, cst.Name):
                 containers.add(call.args[0].value.value)
@@ -371,6 +375,8 @@ class Values:
         Python predicate.
         """
         if isinstance(e, cst.BooleanOperation):
+            if self.container_fallback(e):
+                return False  # `carry or {}`: a container (or None) with an empty default
             if self.truth_traced(e.left):
                 return True
             guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
@@ -389,6 +395,23 @@ class Values:
         if self._pytree_member(e):
             return False  # `if state.dynamic_scale:`: an optional sub-object of a pytree, tested for presence
         return self.traced(e)
+
+    def container_fallback(self, e: cst.BooleanOperation) -> bool:
+        """`x or {}`, `x or []`, `x or StreamDict()`: a default of a container or an object of some class
+        says what `x` is (a container or object, or None); an array would never be defaulted so."""
+        if not isinstance(e.operator, cst.Or):
+            return False
+        right = e.right
+        if isinstance(right, (cst.Dict, cst.List, cst.Tuple, cst.Set, cst.DictComp, cst.ListComp, cst.SetComp)):
+            return True
+        if isinstance(right, cst.Call):
+            qual = self.m.resolve(right.func, self.fn) or ""
+            if qual in ("builtins.dict", "builtins.list", "builtins.tuple", "builtins.set"):
+                return True
+            last = right.func.attr.value if isinstance(right.func, cst.Attribute) else (
+                right.func.value if isinstance(right.func, cst.Name) else "")
+            return last[:1].isupper() and not qual.startswith(STAGING_MODULES)
+        return False
 
     def _pytree_member(self, e: cst.BaseExpression) -> bool:
         """An attribute of a flattened pytree (directly, or a name bound only to one)."""
@@ -442,6 +465,8 @@ class Values:
         returned = self.m.call_returns(e, self)
         if returned is not None:
             return any(returned)  # the helper's summary for these arguments, not a guess from names
+        if qual is not None and self.m.project is not None and self.m.project.static_return(qual):
+            return False  # a helper of another project file that returns only shape facts
         callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
             return False  # `pytree_size(x)`, `get_shape(x)`: functions named for static facts

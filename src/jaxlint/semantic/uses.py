@@ -1,0 +1,190 @@
+"""Where module-level code can run a module-level function or class: the use sites stale-global orders rebindings against."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from ..jaxapi import LAX_BODIES
+from ..syntax import iter_children
+from .model import ModuleModel
+from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope
+
+
+@dataclass
+class Site:
+    """A call that can run (and so trace) the function: its scope, source-order stamp and loop."""
+
+    scope: Scope
+    stamp: int
+    loop: Optional[LoopInfo]
+
+
+@dataclass
+class Uses:
+    sites: list[Site] = field(default_factory=list)
+    # an object made at a site (an instance, a closure) may run the function at any later time
+    lasting: bool = False
+
+    def merge(self, other: "Uses") -> None:
+        self.sites.extend(other.sites)
+        self.lasting = self.lasting or other.lasting
+
+
+@dataclass
+class _Ref:
+    scope: Scope
+    kind: str  # "call": `f(...)`; "arg": `g(f)`; "other": anything else
+    call: Optional[cst.Call]
+    alias: Optional[str]  # the module-level name `f` (or the call holding it) is assigned to
+
+
+class ModuleUses:
+    """Every reference to a module-level name, found in one walk; `uses` follows them to module-level calls."""
+
+    def __init__(self, model: ModuleModel) -> None:
+        self.model = model
+        self.refs: dict[str, list[_Ref]] = {}
+        self.loop_of: dict[int, Optional[LoopInfo]] = {id(c): loop for c, _s, loop in model.all_calls}
+        self.classes: dict[int, ClassInfo] = {}
+        stack: list[Scope] = [model.root, *model.functions]
+        while stack:
+            s = stack.pop()
+            for c in s.classes.values():
+                if id(c.node) not in self.classes:
+                    self.classes[id(c.node)] = c
+                    stack.append(c)
+        self.names = set(model.root.defs) | set(model.root.classes) | set(model.root.assigned)
+        for stmt in model.module.body:
+            self._visit(stmt, model.root)
+
+    # ---- the walk -----------------------------------------------------------------------------
+
+    def _record(self, name: cst.Name, scope: Scope, kind: str, call: Optional[cst.Call], alias: Optional[str]) -> None:
+        if name.value in self.names and self.model.owner_of(name.value, scope) is self.model.root:
+            self.refs.setdefault(name.value, []).append(_Ref(scope, kind, call, alias))
+
+    def _visit_call(self, call: cst.Call, scope: Scope, alias: Optional[str]) -> None:
+        if isinstance(call.func, cst.Name):
+            self._record(call.func, scope, "call", call, alias)
+        else:
+            self._visit(call.func, scope)
+        for a in call.args:
+            if isinstance(a.value, cst.Name) and not a.star:
+                self._record(a.value, scope, "arg", call, alias)
+            else:
+                self._visit(a.value, scope)
+
+    def _visit(self, node: cst.CSTNode, scope: Scope) -> None:
+        if isinstance(node, cst.Name):
+            self._record(node, scope, "other", None, None)
+        elif isinstance(node, cst.Call):
+            self._visit_call(node, scope, None)
+        elif isinstance(node, cst.Assign):
+            alias = None
+            if scope is self.model.root and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                alias = node.targets[0].target.value
+            if isinstance(node.value, cst.Call):
+                self._visit_call(node.value, scope, alias)
+            elif isinstance(node.value, cst.Name):
+                self._record(node.value, scope, "other", None, alias)
+            else:
+                self._visit(node.value, scope)
+            for t in node.targets:
+                if not isinstance(t.target, cst.Name):
+                    self._visit(t.target, scope)
+        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            fn = self.model.fn_of_node.get(id(node))
+            for d in getattr(node, "decorators", ()):
+                self._visit(d, scope)
+            params = node.params
+            for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
+                if p.default is not None:
+                    self._visit(p.default, scope)
+            if fn is not None:
+                self._visit(node.body, fn)
+        elif isinstance(node, cst.ClassDef):
+            for part in [*node.decorators, *node.bases, *node.keywords]:
+                self._visit(part, scope)
+            cls = self.classes.get(id(node))
+            if cls is not None:
+                self._visit(node.body, cls)
+        elif isinstance(node, cst.Attribute):
+            self._visit(node.value, scope)
+        elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
+            return
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            for child in iter_children(node):
+                if child is not node.target:  # a store, not a use
+                    self._visit(child, scope)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            if node.value is not None:
+                self._visit(node.value, scope)
+            if not isinstance(node.target, cst.Name):
+                self._visit(node.target, scope)
+        elif isinstance(node, cst.NamedExpr):
+            self._visit(node.value, scope)
+        elif isinstance(node, (cst.AsName, cst.Del)):
+            return
+        elif isinstance(node, cst.Arg):
+            self._visit(node.value, scope)
+        else:
+            for child in iter_children(node):
+                self._visit(child, scope)
+
+    # ---- questions ----------------------------------------------------------------------------
+
+    def _immediate(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a call runs the callable it is given before it returns (`lax.cond(p, f, g, x)`,
+        `jax.jit(f)(x)`) rather than keeping it for later."""
+        return id(call) in self.model.applied_calls or self.model.resolve(call.func, scope) in LAX_BODIES
+
+    def uses(self, name: str, stop: Optional[FunctionInfo] = None, busy: frozenset[str] = frozenset()
+             ) -> Optional[Uses]:
+        """The module-level calls (or, with `stop`, the calls in that function) that can run the module-level
+        function or class `name`, following the module-level functions that use it; None when some
+        reference may run it at a time this cannot tell (handed on, stored, called from a nested function)."""
+        root = self.model.root
+        out = Uses(lasting=name in root.classes)
+        if name in busy:
+            return out
+        busy = busy | {name}
+        entity = root.defs.get(name) or root.classes.get(name)
+        for r in self.refs.get(name, []):
+            if entity is not None and _inside(r.scope, entity):
+                # it runs only while the function or class is already in use (recursion, `isinstance(o, C)`)
+                out.lasting = out.lasting or r.kind != "call"
+                continue
+            if r.alias is not None and r.scope is root and r.kind != "call":  # (a call's result is not f)
+                sub = self.uses(r.alias, stop, busy)
+                if sub is None:
+                    return None
+                out.merge(sub)
+                if r.kind == "other" or r.call is None or not self._immediate(r.call, r.scope):
+                    continue  # `g = f`, `step = jax.jit(f)`: f runs where g or step does
+            elif r.kind == "other" or r.call is None or (r.kind == "arg" and not self._immediate(r.call, r.scope)):
+                return None
+            s = r.scope
+            if s is root or s is stop:
+                out.sites.append(Site(s, self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call))))
+                continue
+            if isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
+                sub = self.uses(s.name, stop, busy)
+            elif isinstance(s, FunctionInfo) and isinstance(s.parent, ClassInfo) and s.parent.parent is root \
+                    and root.classes.get(s.parent.name) is s.parent:
+                sub = self.uses(s.parent.name, stop, busy)
+            else:
+                return None  # a nested function may be handed on and run later
+            if sub is None:
+                return None
+            out.merge(sub)
+        return out
+
+
+def _inside(scope: Optional[Scope], entity: Scope) -> bool:
+    while scope is not None:
+        if scope is entity:
+            return True
+        scope = scope.parent
+    return False
