@@ -237,3 +237,16 @@ def test_key_reuse_is_checked_on_the_trace_and_by_running_when_it_cannot_be_trac
     eager = by_function["noisy_when_positive"]
     assert eager.status == "confirmed", eager.detail
     assert "with jax_debug_key_reuse" in eager.detail
+
+
+def test_the_loop_named_by_the_static_pass_keeps_a_binding_above_it_out_of_each_pass() -> None:
+    # Forced through (the rule stays quiet here): without the loop's first line, the binding of `step`
+    # would be re-run on each pass as if it were in the loop body, and the jit "confirmed".
+    path = DATA / "callable_bound_before_the_loop.py"
+    lines = path.read_text().splitlines()
+    loop = next(i for i, t in enumerate(lines, 1) if t.strip().startswith("for "))
+    site = next(i for i, t in enumerate(lines, 1) if "jax.jit(step)" in t)
+    f = Finding(str(path), site, 20, site, 35, "JL401", "jit-in-loop", "", "train",
+                subject={"callable": "step", "loop_line": loop})
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "refuted", f.verification.detail

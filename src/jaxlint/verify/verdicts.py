@@ -449,13 +449,21 @@ class Judging:
         # Names the loop body binds to callables or instances (`step = lambda ...`, `def step`,
         # `scaler = Scaler(2.0)`): re-run those bindings on each pass, as the loop does.
         preamble = [b for b in (self.binding_before(n, f["line"]) for n in sorted(free)) if b is not None]
-        for stmt in preamble:
+        # With the loop the static pass named, a binding above it runs once, before the loop, not on
+        # each pass (without it, every binding found is taken to be in the loop body).
+        since = (f.get("subject") or {}).get("loop_line", 0)
+        setup = [b for b in preamble if b.lineno < since]
+        preamble = [b for b in preamble if b.lineno >= since]
+        for stmt in setup + preamble:
             free |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
         for name in free:
             if name in ("self", "cls"):
                 raise CannotBuild("the callable is a bound method of an instance verification cannot construct")
             env[name] = 1.0  # a loop variable: any value will do, the callable is what is rebuilt
         jitted = []
+        if setup:
+            exec(compile(ast.Module(body=[_without_nonlocal(s) for s in setup], type_ignores=[]), self.path, "exec"),
+                 env)
         for _ in range(2):  # two passes through the loop body
             if preamble:
                 exec(compile(ast.Module(body=[_without_nonlocal(s) for s in preamble], type_ignores=[]),
