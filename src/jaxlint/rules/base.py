@@ -64,7 +64,8 @@ class Report:
     #   jit-in-loop      {"callable": source of the jitted callable ("" for a jitted def: "def" names it),
     #                     "loop_line": first line of the loop (absent when the loop is in a caller)}
     #   jit-method-self  {"method": qualname of the method}
-    #   prng-key-reuse   {"key": the key expression, "first_line": line of the earlier use, "line": this use}
+    #   prng-key-reuse   {"key": the key expression, "first_line": line of the earlier use, "line": this use,
+    #                     "loop": whether this same call reuses it on each pass of a loop}
     #   print-in-trace / impure-call  {"callee": the qualified name of the function called}
     # Lines are filled in by the runner from the nodes in `subject_nodes` (key -> node).
     subject: Optional[dict] = None

@@ -298,7 +298,8 @@ class PrngKeyReuse(Rule):
 
     def _report(self, node: cst.CSTNode, text: str, key: str, first: cst.CSTNode) -> None:
         fn = self._scope.function_scope()
-        self.reports.append(Report(node, f"PRNG key reuse: {text}", fn, subject={"key": key},
+        subject = {"key": key, "loop": first is node}  # `loop`: the same call reuses it on each pass
+        self.reports.append(Report(node, f"PRNG key reuse: {text}", fn, subject=subject,
                                    subject_nodes={"first_line": first, "line": node}))
 
     def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[Container[str]]) -> None:

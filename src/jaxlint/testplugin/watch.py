@@ -131,7 +131,8 @@ class Recorder:
                 rec.roots.add(w.root)
                 self.entries.setdefault((path, w.root), [0, 0])
             if kind == checks.KEY_REUSE:
-                w.key, w.first_use = _key_and_first_use(lines, f)
+                w.key, w.first_use = _key_and_first_use_of(f) if (f.subject or {}).get("key") \
+                    else _key_and_first_use(lines, f)
                 if w.first_use > 0:
                     rec.first_uses.setdefault(w.first_use, []).append(w)
                     rec.starts.setdefault(w.first_use, [])  # so the backends stop there too
@@ -306,6 +307,16 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # arrays and other values without a single truth value: treat as different
         return False
+
+
+def _key_and_first_use_of(f: Finding) -> tuple[Optional[str], int]:
+    """The key and the line that consumed it first, as the static pass knew them (0 for a loop; -1 for
+    an earlier use on the same line, which a line-start watcher cannot tell apart: no verdict)."""
+    subject = f.subject or {}
+    if subject.get("loop"):
+        return subject["key"], 0
+    first = int(subject.get("first_line") or 0)
+    return subject["key"], first if 0 < first < f.line else -1
 
 
 def _key_and_first_use(lines: list[str], f: Finding) -> tuple[Optional[str], int]:

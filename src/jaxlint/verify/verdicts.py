@@ -190,8 +190,8 @@ class Judging:
             span = range(f["line"], f["end_line"] + 1)
             subject = f.get("subject") or {}
             key = subject.get("key")
-            named = f" of `{key}` (first used at line {subject['first_line']})" if key and subject.get("first_line") \
-                else ""
+            named = "" if not key else f" of `{key}` (reused on each pass of a loop)" if subject.get("loop") \
+                else f" of `{key}` (first used at line {subject['first_line']})" if subject.get("first_line") else ""
             if any(ln in span for ln in at) or not at:
                 self.results.put(f, "confirmed", f"KeyReuseError{named} from {self.key_checker.format(sig=sig)}: "
                                  f"{one_sentence(str(exc), 140)}")
