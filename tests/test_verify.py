@@ -176,3 +176,77 @@ def test_output_and_files_of_user_code_stay_fenced(name: str) -> None:
     assert f.verification.status == "confirmed", f.verification.detail
     after = sorted(p.name for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts)
     assert "litter.txt" not in after and len(after) == len(before)
+
+
+def test_the_static_pass_subject_tells_apart_two_candidates_on_one_line() -> None:
+    # Each flagged line holds two candidates (two globals, two jits, two impure calls, two keys): the
+    # static pass hands the verifier the one it flagged, so the verdict is about that one.
+    path = DATA / "two_on_a_line.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert all(f.subject for f in found), [f.name for f in found if not f.subject]
+    assert all("subject" not in f.to_json() for f in found)  # not part of the output contract
+    verify_findings(found, timeout=20)
+    text = path.read_text().splitlines()
+
+    def verdict(name: str, needle: str, subject_key: str, value: str) -> Finding:
+        line = next(i for i, t in enumerate(text, 1) if needle in t)
+        return next(f for f in found if f.name == name and f.line == line and f.subject[subject_key] == value)
+
+    history = verdict("global-mutation", "HISTORY.append", "name", "HISTORY")
+    tally = verdict("global-mutation", "HISTORY.append", "name", "TALLY")
+    assert history.verification.status == tally.verification.status == "confirmed"
+    assert "`HISTORY` grew" in history.verification.detail and "`TALLY` grew" in tally.verification.detail
+    # Under `jax.grad` alone only the leaked tracer matters, and it is in the second global of the line.
+    leak = verdict("global-mutation", "TRACERS.append", "name", "TRACERS")
+    assert leak.verification.status == "confirmed", leak.verification.detail
+    assert "`TRACERS` received a tracer" in leak.verification.detail
+    # `jax.jit(double)` is cached by JAX; the lambda beside it is the one rebuilt on every pass.
+    rebuilt = verdict("jit-in-loop", "jax.jit(double)", "callable", "lambda v: v * i")
+    assert rebuilt.verification.status == "confirmed", rebuilt.verification.detail
+    # JAX's checker does not see a repeated `fold_in`; the error raised two lines later is another reuse.
+    folded = verdict("prng-key-reuse", "b = jax.random.fold_in", "key", "key")
+    assert folded.verification.status == "unverified", folded.verification.detail
+    drawn = verdict("prng-key-reuse", "y = jax.random.normal", "key", "a")
+    assert drawn.verification.status == "confirmed" and "`a`" in drawn.verification.detail
+    # The line runs while tracing, but only one of its two impure calls does.
+    skipped = verdict("impure-call", "np.random.rand()", "callee", "numpy.random.rand")
+    stamped = verdict("impure-call", "np.random.rand()", "callee", "time.time")
+    assert skipped.verification.status == "unverified", skipped.verification.detail
+    assert stamped.verification.status == "confirmed", stamped.verification.detail
+
+
+def test_the_job_carries_the_subject_and_the_lint_cache_keeps_it(tmp_path: Path) -> None:
+    from jaxlint.cache import _finding_from_json, _finding_to_json
+    from jaxlint.verify import _job
+
+    path = DATA / "two_on_a_line.py"
+    found = lint_source(path.read_bytes(), str(path))
+    job = _job(str(path), found, 10.0)
+    assert [f["subject"] for f in job["findings"]] == [f.subject for f in found]
+    assert [_finding_from_json(_finding_to_json(f)).subject for f in found] == [f.subject for f in found]
+
+
+def test_key_reuse_is_checked_on_the_trace_and_by_running_when_it_cannot_be_traced() -> None:
+    path = DATA / "key_reuse_needs_values.py"
+    found = [f for f in lint_source(path.read_bytes(), str(path)) if f.name == "prng-key-reuse"]
+    assert sorted(f.function for f in found) == ["noisy_when_positive", "traceable"]
+    verify_findings(found, timeout=20)
+    by_function = {f.function: f.verification for f in found}
+    assert by_function["traceable"].status == "confirmed", by_function["traceable"].detail
+    assert "key-reuse checker on the trace of traceable" in by_function["traceable"].detail
+    eager = by_function["noisy_when_positive"]
+    assert eager.status == "confirmed", eager.detail
+    assert "with jax_debug_key_reuse" in eager.detail
+
+
+def test_the_loop_named_by_the_static_pass_keeps_a_binding_above_it_out_of_each_pass() -> None:
+    # Forced through (the rule stays quiet here): without the loop's first line, the binding of `step`
+    # would be re-run on each pass as if it were in the loop body, and the jit "confirmed".
+    path = DATA / "callable_bound_before_the_loop.py"
+    lines = path.read_text().splitlines()
+    loop = next(i for i, t in enumerate(lines, 1) if t.strip().startswith("for "))
+    site = next(i for i, t in enumerate(lines, 1) if "jax.jit(step)" in t)
+    f = Finding(str(path), site, 20, site, 35, "JL401", "jit-in-loop", "", "train",
+                subject={"callable": "step", "loop_line": loop})
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "refuted", f.verification.detail

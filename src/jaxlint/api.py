@@ -509,6 +509,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
         wanted.append(rep.node)
         if rep.end_node is not None:
             wanted.append(rep.end_node)
+        wanted.extend((rep.subject_nodes or {}).values())
         fn = rep.function
         if fn is not None and fn.target is not None:
             wanted.append(fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node)
@@ -529,10 +530,14 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
         if fn is not None and fn.target is not None:
             name_node = fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node
             target = dataclasses.replace(fn.target, def_line=positions[id(name_node)][0])
+        subject = dict(rep.subject) if rep.subject is not None else None
+        if subject is not None and rep.subject_nodes:
+            subject.update({k: positions[id(n)][0] for k, n in rep.subject_nodes.items()})
         findings.append(
             Finding(
                 path, start_line, start_col + 1, end_line, end_col + 1, rule.code, rule.name, rep.message,
                 fn.qualname if fn is not None else None, Verification(), rep.fix, target, rep.edit,
+                subject=subject,
             )
         )
     findings += suppressions.findings(path, codes)

@@ -173,6 +173,8 @@ def clean(folder: str) -> bool:
 def _finding_to_json(f: Finding) -> dict[str, Any]:
     d = f.to_json()
     d["target"] = f.target.to_json() if f.target is not None else None
+    if f.subject is not None:
+        d["subject"] = f.subject
     return d
 
 
@@ -182,7 +184,7 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
     fix = Fix(**d["fix"]) if d.get("fix") else None
     return Finding(d["path"], d["line"], d["column"], d["end_line"], d["end_column"], d["code"], d["name"],
                    d["message"], d["function"], Verification(**d["verification"]), fix, target,
-                   cell=d.get("cell"))
+                   cell=d.get("cell"), subject=d.get("subject"))
 
 
 def _call_to_json(c: ExternalCall) -> dict[str, Any]:

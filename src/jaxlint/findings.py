@@ -87,6 +87,10 @@ class Finding:
     # In a notebook: the cell (counted from 1, every cell counts), and `line`/`end_line` count within it.
     # For a notebook, `target.def_line` is a line of the joined cells, the module the verifier loads.
     cell: Optional[int] = None
+    # Not part of the JSON contract either: what the static pass knew about the flagged code, so the
+    # verifier need not re-find it by line (the mutated name, the jitted expression, the reused key).
+    # Keys by rule: see `rules/base.py` (`Report.subject`); lines in it count in the analysed module text.
+    subject: Optional[dict[str, Any]] = field(default=None, compare=False)
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)

@@ -58,6 +58,18 @@ class Report:
     end_node: Optional[cst.CSTNode] = None  # where the span ends, when not at the end of `node`
     fix: Optional[Fix] = None
     edit: Optional[Edit] = None
+    # What the static pass knew about the flagged code, handed to the verifier (never shown):
+    #   global-mutation  {"name": root name, "container": "module" | "closure" | "self", "target": source text}
+    #   stale-global     {"name": the global read, "how": why it may be rebound}
+    #   jit-in-loop      {"callable": source of the jitted callable ("" for a jitted def: "def" names it),
+    #                     "loop_line": first line of the loop (absent when the loop is in a caller)}
+    #   jit-method-self  {"method": qualname of the method}
+    #   prng-key-reuse   {"key": the key expression, "first_line": line of the earlier use, "line": this use,
+    #                     "loop": whether this same call reuses it on each pass of a loop}
+    #   print-in-trace / impure-call  {"callee": the qualified name of the function called}
+    # Lines are filled in by the runner from the nodes in `subject_nodes` (key -> node).
+    subject: Optional[dict] = None
+    subject_nodes: Optional[dict] = None
 
 
 @dataclass
@@ -75,9 +87,10 @@ class Rule:
     reports: list[Report] = field(default_factory=list)
 
     def report(self, node: cst.CSTNode, message: str, where: Where, *, end_node: Optional[cst.CSTNode] = None,
-               fix: Optional[Fix] = None, edit: Optional[Edit] = None) -> None:
+               fix: Optional[Fix] = None, edit: Optional[Edit] = None, subject: Optional[dict] = None,
+               subject_nodes: Optional[dict] = None) -> None:
         fn = where.traced if not self.anywhere else (where.traced or where.function)
-        self.reports.append(Report(node, message, fn, end_node, fix, edit))
+        self.reports.append(Report(node, message, fn, end_node, fix, edit, subject, subject_nodes))
 
     @classmethod
     def visitors(cls) -> dict[type, str]:

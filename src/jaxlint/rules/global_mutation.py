@@ -39,6 +39,11 @@ _STRUCTURE_CALLS = {
 }
 
 
+def _subject(name: str, container: str, target: cst.BaseExpression) -> dict:
+    """What the verifier watches: the root name, where it lives, and the mutated expression's text."""
+    return {"name": name, "container": container, "target": cst.Module([]).code_for_node(target)}
+
+
 def _passes_through_at(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         if isinstance(expr, cst.Attribute) and expr.attr.value == "at":
@@ -270,7 +275,7 @@ class GlobalMutation(Rule):
             return found
         return False
 
-    def _flag(self, node: cst.CSTNode, what: str, where: Where) -> None:
+    def _flag(self, node: cst.CSTNode, what: str, where: Where, subject: Optional[dict] = None) -> None:
         fn = where.traced
         assert fn is not None
         if fn.cached:
@@ -281,6 +286,7 @@ class GlobalMutation(Rule):
             node,
             f"{what} {tracing_phrase(fn)} {text}; return the value or pass state in and out explicitly.",
             where,
+            subject=subject,
         )
 
     def _leaks(self, values: list[cst.BaseExpression], where: Where) -> bool:
@@ -323,11 +329,13 @@ class GlobalMutation(Rule):
         if isinstance(target, cst.Name):
             if target.value in fn.declared_global:
                 if self._leaks(values, where):
-                    self._flag(node, f"Assigning global `{target.value}`", where)
+                    self._flag(node, f"Assigning global `{target.value}`", where,
+                               _subject(target.value, "module", target))
             elif target.value in fn.declared_nonlocal:
                 owner = where.model.owner_of(target.value, where.scope)
                 if not (isinstance(owner, FunctionInfo) and owner.traced) and self._leaks(values, where):
-                    self._flag(node, f"Assigning nonlocal `{target.value}`", where)
+                    self._flag(node, f"Assigning nonlocal `{target.value}`", where,
+                               _subject(target.value, "closure", target))
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             for el in target.elements:
@@ -352,7 +360,7 @@ class GlobalMutation(Rule):
             if values and all(self._untraceable(v, where) for v in values):
                 return  # caching a jitted callable or a literal on the instance leaks nothing
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
-                self._flag(node, f"Writing `{root.value}` state", where)
+                self._flag(node, f"Writing `{root.value}` state", where, _subject(root.value, "self", target))
             return
         owner = self._container_owner(root.value, where) if isinstance(target, cst.Subscript) \
             else self._outliving_owner(root.value, where)
@@ -363,7 +371,8 @@ class GlobalMutation(Rule):
         if isinstance(target, cst.Subscript) and self._scratch(root.value, owner, values, where):
             return
         kind = "module-level" if owner is where.model.root else "closed-over"
-        self._flag(node, f"Writing {kind} `{root.value}`", where)
+        self._flag(node, f"Writing {kind} `{root.value}`", where,
+                   _subject(root.value, "module" if owner is where.model.root else "closure", target))
 
     # ---- visitors ---------------------------------------------------------------------------
 
@@ -411,7 +420,8 @@ class GlobalMutation(Rule):
         if self._is_self(root.value, fn):
             if bare and container_call and isinstance(func.value, (cst.Attribute, cst.Subscript)) \
                     and "flax_jit" not in fn.transforms:
-                self._flag(node, f"Mutating `{root.value}` state with `.{method}()`", where)
+                self._flag(node, f"Mutating `{root.value}` state with `.{method}()`", where,
+                           _subject(root.value, "self", func.value))
             return
         owner = self._container_owner(root.value, where)
         if owner is None:
@@ -422,4 +432,5 @@ class GlobalMutation(Rule):
         if self._scratch(root.value, owner, values, where):
             return
         kind = "module-level" if owner is where.model.root else "closed-over"
-        self._flag(node, f"Mutating {kind} `{root.value}` with `.{method}()`", where)
+        self._flag(node, f"Mutating {kind} `{root.value}` with `.{method}()`", where,
+                   _subject(root.value, "module" if owner is where.model.root else "closure", func.value))

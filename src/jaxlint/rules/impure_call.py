@@ -54,7 +54,7 @@ class ImpureCall(Rule):
     name = "impure-call"
     summary = "impure call baked into a trace"
 
-    def _flag(self, node: cst.CSTNode, what: str, where: Where) -> None:
+    def _flag(self, node: cst.CSTNode, what: str, where: Where, callee: str) -> None:
         fn = where.traced
         assert fn is not None
         self.report(
@@ -62,6 +62,7 @@ class ImpureCall(Rule):
             f"{what} runs once while JAX traces {tracing_phrase(fn)[3:]}, and its result is baked into the compiled "
             "code as a constant; pass the value in as an argument (use `jax.random` with a key for randomness).",
             where,
+            subject={"callee": callee},
         )
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
@@ -73,11 +74,11 @@ class ImpureCall(Rule):
             return
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
             shown = qual.replace("builtins.", "").replace("numpy.", "np.")
-            self._flag(node, f"`{shown}()`", where)
+            self._flag(node, f"`{shown}()`", where, qual)
 
     def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
         fn = where.traced
         if fn is None or not fn.cached:
             return
         if where.resolve(node.value) == "os.environ":
-            self._flag(node, "Reading `os.environ`", where)
+            self._flag(node, "Reading `os.environ`", where, "os.environ")

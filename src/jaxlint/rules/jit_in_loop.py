@@ -428,6 +428,8 @@ class JitInLoop(Rule):
             where,
             fix=fix,
             edit=edit,
+            subject={"callable": _code(first.value)},
+            subject_nodes={"loop_line": loop.node},
         )
 
     def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool) -> Optional[str]:
@@ -469,6 +471,7 @@ class JitInLoop(Rule):
             f"loop in {caller} calls on every pass, builds a new callable each time, so JAX re-traces and "
             "re-compiles; jit it once, in `__init__`.",
             where,
+            subject={"callable": _code(expr)},
         )
 
     def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:
@@ -488,6 +491,8 @@ class JitInLoop(Rule):
             "A jitted function defined inside a loop is a new function on every pass, so JAX re-traces and "
             "re-compiles each time; define it once, before the loop.",
             where,
+            subject={"callable": "", "def": fn.name if fn is not None else ""},
+            subject_nodes={"loop_line": loop.node},
         )
 
     def _check_def_in_called_function(self, node: cst.Decorator, fn: Optional[FunctionInfo], where: Where) -> None:
@@ -505,4 +510,9 @@ class JitInLoop(Rule):
             f"`{fn.name}` is jitted inside `{outer.qualname}`, which a loop in {caller} calls on every pass: "
             "each call makes a new function, so JAX re-traces and re-compiles; define it once, outside.",
             where,
+            subject={"callable": "", "def": fn.name},
         )
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

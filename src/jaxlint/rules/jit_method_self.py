@@ -80,6 +80,7 @@ class JitMethodSelf(Rule):
             f"`jax.jit` on the method `{fn.qualname}` traces `{who}`, which is neither static nor a pytree "
             f"(`TypeError` on call); use `partial(jax.jit, static_argnums=0)` or register the class as a pytree.",
             fn,
+            subject={"method": fn.qualname},
         ))
 
     def _method(self, fn: Optional[FunctionInfo]) -> Optional[FunctionInfo]:

@@ -85,7 +85,8 @@ class PrintInTrace(Rule):
             new, safe = converted
             fix = Fix(f"Replace `print` with `{jax_name}.debug.print`", "safe" if safe else "unsafe")
             edit = Edit(node, lambda _old, new=new: new, None if where.model.local_name_for("jax") else "jax")
-        self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where, fix=fix, edit=edit)
+        self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where, fix=fix, edit=edit,
+                    subject={"callee": "builtins.print"})
 
 
 def _is_text(expr: cst.BaseExpression) -> bool:

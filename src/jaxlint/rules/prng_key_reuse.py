@@ -251,7 +251,7 @@ class PrngKeyReuse(Rule):
             folds = state.folded.setdefault(key, {})
             if data in folds:
                 self._report(call, f"`{key}` was already folded in with the same data `{data}`, which derives the "
-                             "same key again; fold in distinct data or split it.")
+                             "same key again; fold in distinct data or split it.", key, folds[data])
             folds.setdefault(data, call)
             return
         if fname == "split" and state.folded.get(key):
@@ -265,12 +265,14 @@ class PrngKeyReuse(Rule):
             if self._result_discarded(first):
                 state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
                 return
-            self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.")
+            self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
+                         key, first)
             return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
         if in_loop or (root is not None and self._in_comprehension(call, root, key)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
-                         "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).")
+                         "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).",
+                         key, call)
         state.consumed[key] = call
 
     def _result_discarded(self, call: cst.CSTNode) -> bool:
@@ -308,9 +310,11 @@ class PrngKeyReuse(Rule):
                     return True
         return False
 
-    def _report(self, node: cst.CSTNode, text: str) -> None:
+    def _report(self, node: cst.CSTNode, text: str, key: str, first: cst.CSTNode) -> None:
         fn = self._scope.function_scope()
-        self.reports.append(Report(node, f"PRNG key reuse: {text}", fn))
+        subject = {"key": key, "loop": first is node}  # `loop`: the same call reuses it on each pass
+        self.reports.append(Report(node, f"PRNG key reuse: {text}", fn, subject=subject,
+                                   subject_nodes={"first_line": first, "line": node}))
 
     def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[Container[str]]) -> None:
         for call in self._calls_in(node):

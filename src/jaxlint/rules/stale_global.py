@@ -229,6 +229,7 @@ class StaleGlobal(Rule):
             f"`{name}` is read {tracing_phrase(fn)}, but {how}: the value seen when JAX traced it is baked into "
             "the compiled code; pass it as an argument instead.",
             fn,
+            subject={"name": name, "how": how},
         )
 
 

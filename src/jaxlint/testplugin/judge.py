@@ -57,10 +57,23 @@ def judge(w: Watch, rec: Recorder) -> Optional[Verification]:
         return None
     if kind == checks.TRACE_TIME and traced:
         detail = f"line {line} ran {_times(traced)} while JAX traced it{_where(w.tests)}"
-        counts = rec.entries.get((os.path.realpath(f.path), w.root or ""))
+        key = (os.path.realpath(f.path), w.root or "")
+        counts = rec.entries.get(key)
         if counts is not None and w.root:
             detail += (f"; `{w.root}` ran its Python body {_times(counts[0])} under a trace and "
-                       f"{_times(counts[1])} without one (calls served by JAX's compile cache run no Python)")
+                       f"{_times(counts[1])} without one")
+            calls = rec.calls.get(key, 0) if rec.calls is not None else None
+            if calls is None:
+                detail += " (calls answered by JAX's cache run no Python, and only Python 3.12 or later counts them)"
+            elif not calls:
+                # Traced, but never through a `jax.jit` wrapper seen at a call site: an `eqx.filter_jit`,
+                # a Flax lifted transform, or a call from a generic call site that was switched off.
+                detail += " (its calls were not made through a `jax.jit` wrapper jaxlint counts)"
+            elif calls >= counts[0]:
+                detail += (f"; its `jax.jit` wrapper was called {_times(calls)} outside any trace, "
+                           f"{calls - counts[0]} of them answered by JAX's cache without running Python")
+            else:
+                detail += f"; its `jax.jit` wrapper was called {_times(calls)} outside any trace"
         return Verification("confirmed", detail)
     if kind == checks.JIT_IN_LOOP and w.retraced is not None:
         passes, traced_passes, test = w.retraced

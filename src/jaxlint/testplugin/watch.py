@@ -112,6 +112,9 @@ class Recorder:
         self.files: dict[str, _File] = {}
         self.watches: list[Watch] = []
         self.entries: dict[tuple[str, str], list[int]] = {}  # (path, root) -> [traced entries, eager entries]
+        # (path, root) -> calls of its `jax.jit` wrapper made outside any trace; filled only by a backend
+        # that can see calls of a compiled callable (sys.monitoring's CALL event, Python >= 3.12).
+        self.calls: Optional[dict[tuple[str, str], int]] = None
         for f in findings:
             kind = kind_of(f.name)
             if kind is None:
@@ -128,7 +131,8 @@ class Recorder:
                 rec.roots.add(w.root)
                 self.entries.setdefault((path, w.root), [0, 0])
             if kind == checks.KEY_REUSE:
-                w.key, w.first_use = _key_and_first_use(lines, f)
+                w.key, w.first_use = _key_and_first_use_of(f) if (f.subject or {}).get("key") \
+                    else _key_and_first_use(lines, f)
                 if w.first_use > 0:
                     rec.first_uses.setdefault(w.first_use, []).append(w)
                     rec.starts.setdefault(w.first_use, [])  # so the backends stop there too
@@ -189,6 +193,13 @@ class Recorder:
         if self.is_root(rec, code):
             counts = self.entries[(rec.path, _qualname(code))]
             counts[0 if self.trace_kinds() else 1] += 1
+
+    def on_wrapper_call(self, rec: _File, code: types.CodeType) -> None:
+        """A call of the `jax.jit` wrapper of a counted traced function: the calls outside any trace are
+        the ones JAX either traces (a body run under a trace follows) or answers from its cache."""
+        if self.calls is not None and self.is_root(rec, code) and not self.trace_kinds():
+            key = (rec.path, _qualname(code))
+            self.calls[key] = self.calls.get(key, 0) + 1
 
     def on_line(self, rec: _File, line: int, frame: types.FrameType) -> None:
         for w in rec.first_uses.get(line, ()):
@@ -296,6 +307,16 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # arrays and other values without a single truth value: treat as different
         return False
+
+
+def _key_and_first_use_of(f: Finding) -> tuple[Optional[str], int]:
+    """The key and the line that consumed it first, as the static pass knew them (0 for a loop; -1 for
+    an earlier use on the same line, which a line-start watcher cannot tell apart: no verdict)."""
+    subject = f.subject or {}
+    if subject.get("loop"):
+        return subject["key"], 0
+    first = int(subject.get("first_line") or 0)
+    return subject["key"], first if 0 < first < f.line else -1
 
 
 def _key_and_first_use(lines: list[str], f: Finding) -> tuple[Optional[str], int]:
@@ -481,8 +502,16 @@ class MonitoringBackend:
         mon.register_callback(self.tool, ev.PY_START, self._start)
         mon.register_callback(self.tool, ev.LINE, self._line)
         mon.register_callback(self.tool, ev.RAISE, self._raise)
+        events = ev.PY_START | ev.RAISE
+        if any(rec.roots for rec in self.rec.files.values()):
+            # Calls of a jitted function that JAX answers from its cache run no Python (no PY_START):
+            # only the CALL event at the call site sees them. Each call site that calls anything but
+            # the `jax.jit` wrapper of a counted function is switched off the first time it fires.
+            mon.register_callback(self.tool, ev.CALL, self._call)
+            events |= ev.CALL
+            self.rec.calls = {}
         # RAISE cannot be set per code object; the callback returns after one dict lookup elsewhere.
-        mon.set_events(self.tool, ev.PY_START | ev.RAISE)
+        mon.set_events(self.tool, events)
         return None
 
     def stop(self) -> None:
@@ -490,7 +519,7 @@ class MonitoringBackend:
             return
         mon = sys.monitoring  # type: ignore[attr-defined]
         mon.set_events(self.tool, 0)
-        for event in (mon.events.PY_START, mon.events.LINE, mon.events.RAISE):
+        for event in (mon.events.PY_START, mon.events.LINE, mon.events.RAISE, mon.events.CALL):
             mon.register_callback(self.tool, event, None)
         mon.free_tool_id(self.tool)
         self.tool = None
@@ -509,6 +538,23 @@ class MonitoringBackend:
         except Exception as exc:
             self._fail(exc)
         return mon.DISABLE
+
+    def _call(self, code: types.CodeType, offset: int, callable_: Any, arg0: Any) -> Any:
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        target = callable_.__func__ if type(callable_) is types.MethodType else callable_
+        # Only JAX's own jit wrapper (a C++ `PjitFunction`): reading `__wrapped__` of it runs no user code.
+        if type(target).__name__ != "PjitFunction":
+            return mon.DISABLE
+        try:
+            inner = getattr(getattr(target, "__wrapped__", None), "__code__", None)
+            rec = self.rec.file_of(inner.co_filename) if inner is not None else None
+            if rec is None or not rec.roots or not self.rec.is_root(rec, inner):
+                return mon.DISABLE
+            self.rec.on_wrapper_call(rec, inner)
+        except Exception as exc:
+            self._fail(exc)
+            return mon.DISABLE
+        return None
 
     def _line(self, code: types.CodeType, line: int) -> Any:
         rec = self.rec.file_of(code.co_filename)

@@ -301,6 +301,20 @@ def describe(value: Any) -> str:
     return f"{short}[{','.join(str(d) for d in shape)}]"
 
 
+def typed_key(seed: int) -> Any:
+    """`jax.random.key(seed)` without compiling its seeding kernel (tens of ms once caches are cleared).
+
+    For the default threefry implementation the key data of a seed below 2**32 is `[0, seed]`;
+    wrapping that data is what `jax.random.key` computes. Other implementations seed the usual way.
+    """
+    import jax
+    import numpy as np
+
+    if str(jax.config.jax_default_prng_impl) == "threefry2x32" and 0 <= seed < 2 ** 32:
+        return jax.random.wrap_key_data(np.array([0, seed], dtype=np.uint32))
+    return jax.random.key(seed)
+
+
 class Inputs:
     """Builds the arguments of one call of a flagged function, for one candidate shape."""
 
@@ -319,26 +333,25 @@ class Inputs:
     # -- leaves --
     def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
               offset: int = 0) -> Any:
-        import jax.numpy as jnp
+        import jax
         import numpy as np
 
         shape, variant_int = SHAPE_VARIANTS[self.variant]
         full = ((self.lead,) if self.batch else ()) + (dims if dims is not None else shape)
         # Distinct, non-degenerate values per leaf: results must depend on what they read. Built in
-        # NumPy and transferred once: a JAX expression here would compile a kernel per leaf.
+        # NumPy and transferred with `device_put`, which compiles nothing (`jnp.asarray` compiles a
+        # conversion kernel, about 10 ms each once the caches are cleared between files).
         self.counter += 1
         values = 0.25 * self.counter + 0.5 + 0.1 * np.arange(int(np.prod(full))).reshape(full) + offset
         if boolean:
-            return jnp.asarray(values > 1.0)
+            return jax.device_put(values > 1.0)
         if integer or (variant_int and dims is None):
-            return jnp.asarray(values.astype(np.int32))
-        return jnp.asarray(values.astype(np.float32))
+            return jax.device_put(values.astype(np.int32))
+        return jax.device_put(values.astype(np.float32))
 
     def key(self) -> Any:
-        import jax
-
         self.key_counter += 1
-        return jax.random.key(self.key_counter)
+        return typed_key(self.key_counter)
 
     def from_spec(self, spec: Optional[Spec], name: str) -> Any:
         if spec is None or spec[0] == "array":

@@ -17,6 +17,8 @@ from .reach import JIT_LIKE, has_self
 class Judging:
     """The part of the worker that traces, runs and classifies (mixed into `Worker`)."""
 
+    key_checker = "running {sig} with jax_debug_key_reuse"  # how the last key-reuse check ran, for evidence
+
     def verify_group(self, target: dict[str, Any], findings: list[dict[str, Any]]) -> None:
         import jax
 
@@ -53,7 +55,7 @@ class Judging:
             self.omitted = inputs.omitted
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
                 # Only the run under JAX's key-reuse checker is needed.
-                key_run = self.run_key_reuse(lambda: call(*args, **kwargs))
+                key_run = self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
                 if key_run[0] is not None and not checks.is_jax_error(key_run[0]) \
                         and variant + 1 < len(SHAPE_VARIANTS):
                     continue
@@ -73,7 +75,8 @@ class Judging:
         for f in by_kind.get(checks.RAISES, []) + by_kind.get(checks.METHOD_SELF, []):
             self.classify_error(f, exc, lines, sig)
         if by_kind.get(checks.KEY_REUSE):
-            kexc, klines = key_run if key_run is not None else self.run_key_reuse(lambda: call(*args, **kwargs))
+            kexc, klines = key_run if key_run is not None else \
+                self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
             for f in by_kind[checks.KEY_REUSE]:
                 self.classify_key_reuse(f, kexc, klines, sig)
         if by_kind.get(checks.STALE):
@@ -131,7 +134,15 @@ class Judging:
         else:
             self.results.put(f, "unverified", f"line {f['line']} was not reached while tracing {sig}")
 
-    def run_key_reuse(self, fn: Callable[[], Any]) -> tuple[Optional[BaseException], dict]:
+    def run_key_reuse(self, fn: Callable[[], Any], call: Optional[Callable] = None, args: tuple = (),
+                      kwargs: Optional[dict] = None) -> tuple[Optional[BaseException], dict]:
+        """Run `fn` with PRNGKey patched to typed keys, under JAX's key-reuse checker.
+
+        When `call` is given, JAX's static checker runs first on the trace of `call(*args, **kwargs)`:
+        the same rules as the eager checker, on the same operations, for the cost of one trace instead
+        of running (and compiling) every random operation. Only a trace that fails for another reason
+        (a Python branch on a value, a non-array argument) falls back to the eager run.
+        """
         import jax
 
         original = jax.random.PRNGKey
@@ -153,6 +164,14 @@ class Judging:
                     self.current_instance.setUp()
                 except Exception:  # noqa: BLE001 - the run below reports what is missing
                     pass
+            exc: Optional[BaseException] = None
+            static = _static_key_check(call, args, kwargs or {}) if call is not None else None
+            if static is not None:
+                exc, lines, _ = self.observer.run(static)
+                if exc is None or "KeyReuseError" in {c.__name__ for c in type(exc).__mro__}:
+                    self.key_checker = "JAX's key-reuse checker on the trace of {sig}"
+                    return exc, lines
+            self.key_checker = "running {sig} with jax_debug_key_reuse"
             exc, lines, _ = self.observer.run(fn)
         finally:
             jax.config.update("jax_debug_key_reuse", False)
@@ -166,19 +185,33 @@ class Judging:
     def classify_key_reuse(self, f: dict[str, Any], exc: Optional[BaseException], lines: dict, sig: str) -> None:
         path = f.get("path", self.path)
         if exc is not None and checks.confirms(f["name"], exc):
-            here = [fr for fr in traceback.extract_tb(exc.__traceback__) if os.path.abspath(fr.filename) == path]
+            here = [fr for fr in _frames(exc) if os.path.abspath(fr.filename) == path]
             at = [fr.lineno for fr in here]
             span = range(f["line"], f["end_line"] + 1)
-            if any(ln in span for ln in at) or not at or f["line"] in {ln for (p, ln) in lines if p == path}:
-                self.results.put(f, "confirmed", f"KeyReuseError while running {sig} with jax_debug_key_reuse: "
+            subject = f.get("subject") or {}
+            key = subject.get("key")
+            named = "" if not key else f" of `{key}` (reused on each pass of a loop)" if subject.get("loop") \
+                else f" of `{key}` (first used at line {subject['first_line']})" if subject.get("first_line") else ""
+            if any(ln in span for ln in at) or not at:
+                self.results.put(f, "confirmed", f"KeyReuseError{named} from {self.key_checker.format(sig=sig)}: "
+                                 f"{one_sentence(str(exc), 140)}")
+                return
+            if key:
+                # The static pass named the key and its second use: an error raised at another line is
+                # another reuse, and says nothing about this one.
+                self.results.put(f, "unverified", f"{self.key_checker.format(sig=sig)} raised KeyReuseError at line "
+                                 f"{at[-1]}, not at line {f['line']} where `{key}` is used again")
+                return
+            if f["line"] in {ln for (p, ln) in lines if p == path}:
+                self.results.put(f, "confirmed", f"KeyReuseError from {self.key_checker.format(sig=sig)}: "
                                  f"{one_sentence(str(exc), 140)}")
                 return
         if exc is not None:
             self.results.put(f, "unverified", f"running {sig} failed first with {error_summary(exc, self.watch)}")
         elif lines.get((path, f["line"])):
             # JAX's checker does not see every reuse (`fold_in` of the same data twice): no refutation.
-            self.results.put(f, "unverified", f"line {f['line']} ran in {sig} under jax_debug_key_reuse (with typed "
-                             "keys) without a KeyReuseError")
+            self.results.put(f, "unverified", f"line {f['line']} ran in {sig} under JAX's key-reuse checker (with "
+                             "typed keys) without a KeyReuseError")
         else:
             self.results.put(f, "unverified", f"line {f['line']} was not reached while running {sig}")
 
@@ -189,10 +222,16 @@ class Judging:
         watched = {f["idx"]: n for f in findings if f["name"] == "global-mutation"
                    for n in [self.watched_name(f)] if n and n in mod_globals}
         before = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
-        exc1, lines1, prints1 = self.observer.run(lambda: call(*args, **kwargs))
-        mid = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
-        exc2, lines2, prints2 = self.observer.run(lambda: call(*args, **kwargs))
-        after = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
+        calls = _CallCounter([f for f in findings if f["name"] == "impure-call"], self.path, self.mod)
+        try:
+            exc1, lines1, prints1 = self.observer.run(lambda: call(*args, **kwargs))
+            mid = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
+            calls1 = dict(calls.counts)
+            exc2, lines2, prints2 = self.observer.run(lambda: call(*args, **kwargs))
+            after = {i: _snapshot(mod_globals.get(n)) for i, n in watched.items()}
+            calls2 = {i: c - calls1[i] for i, c in calls.counts.items()}
+        finally:
+            calls.restore()
         if exc1 is not None or exc2 is not None:
             err = exc1 or exc2
             self.results.rest(findings, "unverified", f"calling {sig} failed with {error_summary(err, self.watch)}")
@@ -227,6 +266,23 @@ class Judging:
                     self.results.put(f, "confirmed", f"`{name}` {_change(before[f['idx']], mid[f['idx']])} while "
                                      f"tracing {sig} and did not change on a second call")
                     continue
+            if f["idx"] in calls1:
+                # The static pass named the impure function: count its calls from the flagged line, not
+                # the runs of a line that may skip it (`x if flag else time.time()`) or hold another.
+                c1, c2 = calls1[f["idx"]], calls2[f["idx"]]
+                shown = f"`{calls.shown[f['idx']]}()`"
+                if cached and c1 and not c2:
+                    self.results.put(f, "confirmed", f"{shown} was called {c1} time{'s' if c1 != 1 else ''} at line "
+                                     f"{line} while tracing {sig} and not on a second call with the same shapes")
+                elif cached and c2:
+                    self.results.put(f, "refuted", f"{shown} was called again at line {line} on a second call of "
+                                     f"{sig}: not trace-time only")
+                elif not c1:
+                    self.results.put(f, "unverified", f"{shown} was not called at line {line} while calling {sig}")
+                else:
+                    self.results.put(f, "unverified", f"{sig} is not cached by its transform: {shown} runs on "
+                                     "every call")
+                continue
             what = "the mutation" if f["name"] == "global-mutation" else "the call"
             if cached and n1 and not n2:
                 self.results.put(f, "confirmed", f"line {line} ({what}) ran {n1} time{'s' if n1 != 1 else ''} while "
@@ -240,9 +296,14 @@ class Judging:
                                  "every call")
 
     def watched_name(self, f: dict[str, Any]) -> Optional[str]:
-        """The module-level name the flagged statement mutates (the static pass's subject when it sent one)."""
-        if f.get("subject"):
-            return f["subject"]
+        """The module-level name the flagged statement mutates (the static pass's subject when it sent one).
+
+        None for state that is not module-level (a closed-over container, an attribute of `self`): the
+        run then judges by how often the flagged line ran, never by a module global of the same name.
+        """
+        subject = f.get("subject") or {}
+        if subject.get("name"):
+            return subject["name"] if subject.get("container", "module") == "module" else None
         for node in ast.walk(self.tree):
             if isinstance(node, ast.stmt) and getattr(node, "lineno", None) == f["line"] and not isinstance(
                     node, (ast.FunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With)):
@@ -270,8 +331,9 @@ class Judging:
         self.load()
         _, call, _ = self.callables(self.reach(target["qualname"]), target)
         mod = self.mod
-        name = f.get("subject") or next((n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
-                                         and n.lineno == f["line"] and n.col_offset == f.get("column", 0) - 1), None)
+        name = (f.get("subject") or {}).get("name") or next(
+            (n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
+             and n.lineno == f["line"] and n.col_offset == f.get("column", 0) - 1), None)
         old = mod.__dict__.get(name) if name else None
         if isinstance(old, bool):
             new: Any = not old
@@ -334,7 +396,24 @@ class Judging:
                                  "run on later calls")
 
     def jit_expression(self, f: dict[str, Any]) -> Optional[ast.AST]:
-        """The flagged `jax.jit(...)` call, or the def carrying the flagged `@jax.jit` decorator."""
+        """The flagged `jax.jit(...)` call, or the def carrying the flagged `@jax.jit` decorator.
+
+        With the static pass's subject, the call whose callable is the one it flagged (a line may hold
+        several jits) or the def it named; otherwise the first candidate on the line.
+        """
+        subject = f.get("subject") or {}
+        if subject.get("callable"):
+            wanted = _normalised(subject["callable"])
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call) and node.lineno <= f["line"] <= (node.end_lineno or node.lineno) \
+                        and node.args and ast.unparse(node.func).split(".")[-1] in _JITS \
+                        and ast.unparse(node.args[0]) == wanted:
+                    return node
+        elif subject.get("def"):
+            for node in ast.walk(self.tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == subject["def"] \
+                        and any(d.lineno == f["line"] for d in node.decorator_list):
+                    return node
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and node.lineno == f["line"] and node.args and \
                     ast.unparse(node.func).split(".")[-1] in ("jit", "pjit", "pmap", "filter_jit"):
@@ -360,6 +439,7 @@ class Judging:
         import inspect
 
         import jax
+        import numpy as np
         from jax import monitoring
 
         if expr is None:
@@ -369,13 +449,21 @@ class Judging:
         # Names the loop body binds to callables or instances (`step = lambda ...`, `def step`,
         # `scaler = Scaler(2.0)`): re-run those bindings on each pass, as the loop does.
         preamble = [b for b in (self.binding_before(n, f["line"]) for n in sorted(free)) if b is not None]
-        for stmt in preamble:
+        # With the loop the static pass named, a binding above it runs once, before the loop, not on
+        # each pass (without it, every binding found is taken to be in the loop body).
+        since = (f.get("subject") or {}).get("loop_line", 0)
+        setup = [b for b in preamble if b.lineno < since]
+        preamble = [b for b in preamble if b.lineno >= since]
+        for stmt in setup + preamble:
             free |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
         for name in free:
             if name in ("self", "cls"):
                 raise CannotBuild("the callable is a bound method of an instance verification cannot construct")
             env[name] = 1.0  # a loop variable: any value will do, the callable is what is rebuilt
         jitted = []
+        if setup:
+            exec(compile(ast.Module(body=[_without_nonlocal(s) for s in setup], type_ignores=[]), self.path, "exec"),
+                 env)
         for _ in range(2):  # two passes through the loop body
             if preamble:
                 exec(compile(ast.Module(body=[_without_nonlocal(s) for s in preamble], type_ignores=[]),
@@ -400,7 +488,7 @@ class Judging:
             before = len(traces)
             for shape in ((), (3,)):
                 try:
-                    fn(*[jax.numpy.ones(shape) for _ in range(n_args)])
+                    fn(*[jax.device_put(np.ones(shape, np.float32)) for _ in range(n_args)])  # compiles nothing
                     break
                 except Exception:  # noqa: BLE001 - try the next shape
                     continue
@@ -412,6 +500,110 @@ class Judging:
                              f"anew ({sum(counts)} traces on JAX's own trace counter)")
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
+
+
+def _static_key_check(call: Callable, args: Any, kwargs: dict) -> Optional[Callable[[], Any]]:
+    """JAX's static key-reuse check of one call, or None when this JAX has none."""
+    try:
+        from jax.experimental.key_reuse._core import check_key_reuse
+    except ImportError:
+        return None
+    return lambda: check_key_reuse(lambda *a: call(*a, **kwargs), *args)
+
+
+def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of `exc`, and of the user's code that JAX attached as its cause (the static key-reuse
+    check raises after tracing; the operation's source is in a `JaxStackTraceBeforeTransformation`)."""
+    frames = list(traceback.extract_tb(exc.__traceback__))
+    cause = exc.__cause__
+    if cause is not None and type(cause).__name__ == "JaxStackTraceBeforeTransformation":
+        frames += traceback.extract_tb(cause.__traceback__)
+    return frames
+
+
+class _CallCounter:
+    """Counts the calls of the functions the static pass named in impure-call findings, made from the
+    flagged lines: each function is wrapped where the code finds it (its module's attribute, and any
+    name of the user's module bound to it) until `restore`. A function that cannot be wrapped (a method
+    of a built-in type, `os.environ`) is left alone, and its findings are judged by line runs."""
+
+    def __init__(self, findings: list[dict[str, Any]], path: str, mod: Any) -> None:
+        self.counts: dict[int, int] = {}
+        self.shown: dict[int, str] = {}
+        self.undo: list[tuple[Any, str, Any]] = []
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        for f in findings:
+            callee = (f.get("subject") or {}).get("callee")
+            if callee and f.get("path", path) == path:
+                wanted.setdefault(callee, []).append(f)
+        for callee, fs in wanted.items():
+            found = _resolve(callee)
+            if found is None:
+                continue
+            owner, attr, original = found
+            sites = [(f["idx"], range(f["line"], f["end_line"] + 1)) for f in fs]
+            wrapper = self._wrap(original, path, sites)
+            try:
+                setattr(owner, attr, wrapper)
+            except (AttributeError, TypeError):
+                continue
+            self.undo.append((owner, attr, original))
+            for k, v in list(mod.__dict__.items()):
+                if v is original:
+                    mod.__dict__[k] = wrapper
+                    self.undo.append((mod, k, original))
+            for idx, _ in sites:
+                self.counts[idx] = 0
+                self.shown[idx] = callee.replace("builtins.", "")
+
+    def _wrap(self, original: Callable, path: str, sites: list[tuple[int, range]]) -> Callable:
+        counts = self.counts
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            frame = sys._getframe(1)
+            if frame.f_code.co_filename == path:
+                for idx, span in sites:
+                    if frame.f_lineno in span:
+                        counts[idx] += 1
+            return original(*args, **kwargs)
+
+        return counted
+
+    def restore(self) -> None:
+        for owner, attr, original in reversed(self.undo):
+            setattr(owner, attr, original)
+        self.undo = []
+
+
+def _resolve(qualname: str) -> Optional[tuple[Any, str, Any]]:
+    """(object holding it, attribute, the function) for a dotted name such as `numpy.random.rand`."""
+    import importlib
+
+    parts = qualname.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except Exception:  # noqa: BLE001 - not a module at this depth: try a shorter prefix
+            continue
+        try:
+            for name in parts[cut:-1]:
+                owner = getattr(owner, name)
+            original = getattr(owner, parts[-1])
+        except AttributeError:
+            return None
+        return (owner, parts[-1], original) if callable(original) and not isinstance(original, type) else None
+    return None
+
+
+_JITS = ("jit", "pjit", "pmap", "filter_jit")
+
+
+def _normalised(source: str) -> str:
+    """The source of an expression as `ast.unparse` writes it (the static pass keeps the user's spacing)."""
+    try:
+        return ast.unparse(ast.parse("(" + source.strip() + "\n)", mode="eval").body)
+    except SyntaxError:
+        return source
 
 
 def _without_nonlocal(stmt: ast.stmt) -> ast.stmt:
