@@ -246,7 +246,7 @@ class PrngKeyReuse(Rule):
             if isinstance(first, cst.Call) and self._where.model.resolve(first.func, self._scope) == "jax.random.split" \
                     and not _folds_past_split(first, call):
                 self._report(call, f"`{key}` was already split by `jax.random.split`, and `fold_in(key, i)` "
-                             "equals `split(key, n)[i]` for i < n; use one of the split keys instead.")
+                             "equals `split(key, n)[i]` for i < n; use one of the split keys instead.", key, first)
                 return
             folds = state.folded.setdefault(key, {})
             if data in folds:
@@ -258,7 +258,7 @@ class PrngKeyReuse(Rule):
             for fold in state.folded[key].values():
                 if not _folds_past_split(call, fold):  # `split(key, n)[i]` is the `fold_in(key, i)` made before
                     self._report(call, f"`{key}` was already folded in by `{_callee(fold)}`, and `split(key, n)[i]` "
-                                 "equals `fold_in(key, i)` for i < n; split it once and use the split keys.")
+                                 "equals `fold_in(key, i)` for i < n; split it once and use the split keys.", key, fold)
                     return
         if key in state.consumed:
             first = state.consumed[key]
