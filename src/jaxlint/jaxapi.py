@@ -314,8 +314,10 @@ KEY_MAKERS = frozenset({"PRNGKey", "key", "wrap_key_data", "key_data", "key_impl
 # Class decorators and bases that make instances pytrees (so `self` is a valid traced argument).
 PYTREE_CLASS_DECORATORS = frozenset({
     "flax.struct.dataclass", "jax.tree_util.register_pytree_node_class", "jax.tree_util.register_dataclass",
-    "chex.dataclass", "jax.tree_util.register_static", "equinox.filter_jit",
+    "chex.dataclass", "jax.tree_util.register_static", "equinox.filter_jit", "jax_dataclasses.pytree_dataclass",
 })
+# Field annotations that declare an aux-data (static) field of a dataclass pytree: `link_names: Static[tuple]`.
+STATIC_FIELD_ANNOTATIONS = frozenset({"jax_dataclasses.Static"})
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
                           "flax.nnx.Pytree", "penzai.core.struct.Struct", "simple_pytree.Pytree"})
 

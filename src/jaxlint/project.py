@@ -18,7 +18,7 @@ from .semantic import ClassFacts, ModuleModel, ProjectClasses
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b"meta_fields", b"register_static",
-                   b"\"static\": True", b"'static': True")
+                   b"\"static\": True", b"'static': True", b"Static[")
 
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..jaxapi import CONTAINER_ANNOTATIONS, PYTREE_BASES, PYTREE_CLASS_DECORATORS
+from ..jaxapi import CONTAINER_ANNOTATIONS, PYTREE_BASES, PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS
 from ..syntax import (
     container_path,
     FuncNode,
@@ -514,6 +514,9 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
                     cls.fields.add(small.target.value)
                     if small.value is not None and _field_is_static(model, small.value, cls):
                         cls.static_fields.add(small.target.value)
+                    ann = small.annotation.annotation
+                    if isinstance(ann, cst.Subscript) and model.resolve(ann.value, scope) in STATIC_FIELD_ANNOTATIONS:
+                        cls.static_fields.add(small.target.value)  # `link_names: jax_dataclasses.Static[tuple]`
     for d in node.decorators:
         expr = d.decorator
         call = expr if isinstance(expr, cst.Call) else None

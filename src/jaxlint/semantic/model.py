@@ -53,7 +53,7 @@ class ModuleModel:
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
         self._returns_busy: set[int] = set()
-        self._site_returns: dict[tuple[int, frozenset[str]], Optional[list[bool]]] = {}
+        self._site_returns: dict[tuple[int, frozenset[str], frozenset[str]], Optional[list[bool]]] = {}
         self._calls_busy: set[int] = set()
         self._wanted = wanted
         self._aliasing: set[str] = set()
@@ -312,12 +312,15 @@ class ModuleModel:
         None when the call runs no summarised helper."""
         # not yet traced helpers too: while the tracer is still spreading, a helper's result follows
         # the arguments it is given, not a guess from them
+        from .traced import ArgInfo, _map_args
+
         helper = self.summarised_callee(call, values.fn, traced_only=False)
-        if helper is None or id(call) in self._calls_busy:
+        if helper is None:
+            return self._method_returns(call, values)
+        if id(call) in self._calls_busy:
             return None  # (`x = step(x)`: asking about x asks about this call again)
         ref = self.resolve_callable(call.func, values.fn)
         assert ref is not None
-        from .traced import ArgInfo, _map_args
 
         self._calls_busy.add(id(call))
         try:
@@ -328,7 +331,36 @@ class ModuleModel:
         params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
         return self.returns_given(helper, params)
 
-    def returns_given(self, helper: "FunctionInfo", params: set[str]) -> Optional[list[bool]]:
+    def _method_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
+        """`model.dofs()` on a parameter annotated with a class of this module (or on `self`): what the
+        method returns given a traced instance and these arguments."""
+        from .traced import ArgInfo, _map_args
+
+        func = call.func
+        if not isinstance(func, cst.Attribute) or id(call) in self._calls_busy:
+            return None
+        cls = self.class_of(func.value, values.fn)
+        method = cls.defs.get(func.attr.value) if cls is not None else None
+        if method is None or not method.is_method or not isinstance(method.node, cst.FunctionDef) \
+                or not method.params or method.decorators:
+            return None  # (decorated methods — properties, transforms, static/class methods — are not summarised)
+        self._calls_busy.add(id(call))
+        try:
+            args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
+                    for a in call.args]
+            receiver = values.traced(func.value)
+        finally:
+            self._calls_busy.discard(id(call))
+        params, _trees = _map_args(method, 1, args)
+        pytrees: set[str] = set()
+        if receiver:
+            params.add(method.params[0].name)
+            if cls is not None and cls.pytree:  # a traced pytree instance: its leaves are traced
+                pytrees.add(method.params[0].name)
+        return self.returns_given(method, params, pytrees)
+
+    def returns_given(self, helper: "FunctionInfo", params: set[str],
+                      pytrees: frozenset[str] | set[str] = frozenset()) -> Optional[list[bool]]:
         """What a traced function returns when only `params` receive tracers: one flag per element when
         every `return` gives a tuple of the same length, else a single flag (None while recursing)."""
         node = helper.node
@@ -341,7 +373,7 @@ class ModuleModel:
         params = params - helper.declared_static
         if helper.target is not None and helper.target.transform != "helper":
             params = set(helper.traced_params)  # traced by a transform of its own: its parameters are traced
-        key = (id(helper), frozenset(params))
+        key = (id(helper), frozenset(params), frozenset(pytrees))
         if key in self._site_returns:
             return self._site_returns[key]
         if id(helper) in self._returns_busy:
@@ -350,7 +382,7 @@ class ModuleModel:
         try:
             site = copy.copy(helper)  # the same function, with only these traced parameters
             site.traced_params = params
-            site.pytree_params = helper.pytree_params & params
+            site.pytree_params = (helper.pytree_params | set(pytrees)) & params
             Values(self, site).solve()
             inner = Values(self, site)
             tuples = [x for x in exprs if isinstance(x, cst.Tuple)
