@@ -161,8 +161,31 @@ def _built_once(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
                 if sets and len(values) == len(loops) and all(
                         _is_true(v) for v, l in zip(values, loops) if loop.encloses(l)):
                     return True
+            for memo in _none_conjuncts(n.test):
+                # `if step is None: step = jax.jit(...)`: the branch gives `step` a value, so it runs once
+                # unless the loop sets it back to None
+                values = scope.assigned.get(memo, [])
+                loops = scope.bind_loops.get(memo, [])
+                sets = any(isinstance(st, cst.Assign) and st.value is jit and any(
+                    isinstance(t.target, cst.Name) and t.target.value == memo for t in st.targets)
+                    for line in _block_of(n.body) if isinstance(line, cst.SimpleStatementLine) for st in line.body)
+                if sets and len(values) == len(loops) and all(
+                        v is not None and not (isinstance(v, cst.Name) and v.value == "None")
+                        for v, l in zip(values, loops) if loop.encloses(l)):
+                    return True
         stack.extend(iter_children(n))
     return False
+
+
+def _none_conjuncts(test: cst.BaseExpression) -> list[str]:
+    """The names `x` of `x is None` terms that must all hold for the test to pass."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _none_conjuncts(test.left) + _none_conjuncts(test.right)
+    if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, cst.Is) \
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        return [test.left.value]
+    return []
 
 
 def _block_of(body: cst.BaseSuite) -> list[cst.CSTNode]:
