@@ -130,6 +130,7 @@ class _Builder:
         fn = self._new_function(node, node.name.value, scope, loop)
         fn.decorators = list(node.decorators)
         scope.defs[node.name.value] = fn
+        scope.def_history.setdefault(node.name.value, []).append((self.counter, fn))
         scope.assigned.pop(node.name.value, None)
         if loop is not None:
             loop.bound.setdefault(node.name.value, []).append(None)

@@ -35,6 +35,8 @@ class Scope:
     # which one a use sees depends on when it runs, so they resolve to nothing certain
     ambiguous_imports: set[str] = field(default_factory=set)
     defs: dict[str, "FunctionInfo"] = field(default_factory=dict)
+    # name -> every `def` of it in this scope, with its source-order stamp (a name defined twice)
+    def_history: dict[str, list[tuple[int, "FunctionInfo"]]] = field(default_factory=dict)
     classes: dict[str, "ClassInfo"] = field(default_factory=dict)
     # name -> value expressions assigned to it (None where the value is not a plain expression)
     assigned: dict[str, list[Optional[cst.BaseExpression]]] = field(default_factory=dict)

@@ -190,6 +190,8 @@ class _Tracer:
                     break
             if fexpr is not None:
                 ref = m.resolve_callable(fexpr, scope)
+                if ref is not None:
+                    ref = _def_in_force(ref, fexpr, scope, m.call_order.get(id(call)))
                 if ref is None and isinstance(fexpr, cst.Call):
                     # jax.jit(jax.grad(f)): f runs under both transforms, abstract and cached as the outer.
                     self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached,
@@ -835,6 +837,19 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
     return out
+
+
+def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at: Optional[int]) -> CallableRef:
+    """`jax.pmap(partial(step, ...))` written between two `def step`: the transform wraps the def made
+    before it in the same body, not the one that later takes the name."""
+    name = fexpr.args[0].value if isinstance(fexpr, cst.Call) and fexpr.args else fexpr
+    if not isinstance(name, cst.Name) or at is None:
+        return ref
+    history = scope.def_history.get(name.value, [])
+    if len(history) < 2 or ref.fn is not history[-1][1]:
+        return ref
+    before = [fn for stamp, fn in history if stamp < at]
+    return dataclasses.replace(ref, fn=before[-1]) if before else ref
 
 
 def _constant_default(expr: Optional[cst.BaseExpression]) -> bool:
