@@ -121,6 +121,41 @@ class ModuleModel:
             s = s.parent
         return None
 
+    def _named_grad(self, name: str, scope: Scope) -> Optional[cst.Call]:
+        """The `jax.grad(f)`/`jax.value_and_grad(f, ...)` call a function-local name is bound to, once, when
+        the name is only ever called (never passed on): its calls give `f` its arguments."""
+        s: Optional[Scope] = scope
+        while s is not None and not s.binds(name) and not (isinstance(s, FunctionInfo) and s.param(name) is not None):
+            s = s.parent
+        if not isinstance(s, FunctionInfo) or s.param(name) is not None:
+            return None
+        values = s.assigned.get(name, [])
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
+            return None
+        call = values[0]
+        return call if self.named_grad_call(call) is not None else None
+
+    def named_grad_call(self, call: cst.Call) -> Optional[str]:
+        """The name a grad-like transform call is bound to in a function body, when that name is bound
+        only to it and only called (so each call says which arguments `f` gets); else None."""
+        cache = self.__dict__.setdefault("_named_grads", {})
+        if id(call) in cache:
+            return cache[id(call)]
+        cache[id(call)] = None
+        for fn in self.functions:
+            for name, values in fn.assigned.items():
+                if len(values) != 1 or values[0] is not call:
+                    continue
+                scope = fn
+                t = self.transforms.get(self.resolve(call.func, scope) or "")
+                if t is None or t.statics != "grad" or not call.args or call.args[0].keyword is not None \
+                        or call.args[0].star or self.resolve_callable(call.args[0].value, scope) is None:
+                    return None
+                if _only_called(fn.node, name):
+                    cache[id(call)] = name
+                return cache[id(call)]
+        return None
+
     def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
         """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
         of this module) that returns only shape facts (`return self.params.shape[0]`)."""
@@ -163,6 +198,10 @@ class ModuleModel:
             return CallableRef(fn) if fn else None
         if isinstance(expr, cst.Name):
             fn = self.lookup_function(expr.value, scope)
+            if fn is None:
+                grad = self._named_grad(expr.value, scope)
+                if grad is not None:  # `grad_fn(params, x, flag)`: the differentiated function, called so
+                    return self.resolve_callable(grad.args[0].value, scope)
             return CallableRef(fn) if fn else self.frameworks.callable_of(expr, scope, call)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             owner = expr.value.value
@@ -532,6 +571,26 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+def _only_called(node: Optional[cst.CSTNode], name: str) -> bool:
+    """Whether every read of `name` in a body (nested functions included) is the callee of a call."""
+    if node is None:
+        return False
+    reads = 0
+    calls = 0
+
+    class _Count(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal reads
+            reads += n.value == name
+
+        def visit_Call(self, c: cst.Call) -> None:
+            nonlocal calls
+            calls += isinstance(c.func, cst.Name) and c.func.value == name
+
+    node.visit(_Count())
+    return calls > 0 and reads == calls + 1  # the one binding, and each use a call
 
 
 def _mentions_static_fact(e: cst.BaseExpression) -> bool:

@@ -180,6 +180,8 @@ class _Tracer:
             if got.statics == "grad" and id(call) in m.applied_calls and _argnums(opts) is not None \
                     and call.args and call.args[0].keyword is None and not call.args[0].star:
                 return  # `jax.grad(f)(x, flag)`: seeded from the application, which knows the arguments
+            if got.statics == "grad" and m.named_grad_call(call) is not None:
+                return  # `grad_fn = jax.value_and_grad(f)` then `grad_fn(p, x, cfg.flag)`: each call is followed
             fexpr = None
             for a in call.args:
                 if a.keyword is None and not a.star:
