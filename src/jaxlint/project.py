@@ -46,6 +46,7 @@ class ProjectIndex:
                 self._roots.append(root)
         self._facts: dict[str, dict[str, ClassFacts]] = {}
         self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
+        self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -82,6 +83,13 @@ class ProjectIndex:
         self._read(path)
         return self._static_fns[path]
 
+    def container_functions(self, module: str) -> frozenset[str]:
+        path = self.path_of(module)
+        if path is None:
+            return frozenset()
+        self._read(path)
+        return self._container_fns[path]
+
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
         and its functions that return only Python values."""
@@ -89,6 +97,7 @@ class ProjectIndex:
             return
         self._facts[path] = {}  # while it is read: an import cycle sees no classes
         self._static_fns[path] = frozenset()
+        self._container_fns[path] = frozenset()
         self._reading.append(path)
         try:
             self._model(path)
@@ -114,6 +123,7 @@ class ProjectIndex:
             model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source))
             self._facts[path] = model.class_facts()
             self._static_fns[path] = model.static_returning()
+            self._container_fns[path] = model.container_returning()
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
@@ -162,7 +172,12 @@ class ProjectIndex:
             mod, _, name = full.rpartition(".")
             return mod != me and mod in imported and name in self.static_functions(mod)
 
-        return ProjectClasses(lookup, frozenset(static), static_return)
+        def container_return(qualname: str) -> bool:
+            full = absolute(qualname, me, is_pkg)
+            mod, _, name = full.rpartition(".")
+            return mod != me and mod in imported and name in self.container_functions(mod)
+
+        return ProjectClasses(lookup, frozenset(static), static_return, container_return)
 
 
 def needs_project(findings: list) -> bool:

@@ -10,12 +10,13 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..jaxapi import (
+    CONTAINER_ANNOTATIONS,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
     TRANSFORMS,
     Transform,
 )
-from ..syntax import _returns, dotted, iter_children
+from ..syntax import _returns, annotation_name, dotted, iter_children
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options
 from .frameworks import Frameworks
 from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
@@ -302,6 +303,21 @@ class ModuleModel:
                 out.add(name)
         return frozenset(out)
 
+    def container_returning(self) -> frozenset[str]:
+        """Module-level functions annotated to return a Python container (`-> list`, `-> dict[str, Array]`):
+        `if found:` on their result tests emptiness, wherever they are called."""
+        return frozenset(name for name, fn in self.root.defs.items()
+                         if isinstance(fn.node, cst.FunctionDef) and returns_container(fn.node))
+
+    def returns_container_call(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a call runs a function (of this module or another project file) annotated to return
+        a Python container."""
+        ref = self.resolve_callable(call.func, scope) if not isinstance(call.func, cst.Call) else None
+        if ref is not None:
+            return isinstance(ref.fn.node, cst.FunctionDef) and returns_container(ref.fn.node)
+        qual = self.resolve(call.func, scope)
+        return qual is not None and self.project is not None and self.project.container_return(qual)
+
     def foreign_bases(self) -> set[str]:
         """The qualified names of base classes imported from elsewhere (as this module resolves them)."""
         return {b for c in self._all_classes() for b in c.bases
@@ -571,6 +587,11 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+def returns_container(node: cst.FunctionDef) -> bool:
+    """`def f(...) -> list:` / `-> dict[str, Array]` / `-> Sequence[...]`: the result is a Python container."""
+    return node.returns is not None and annotation_name(node.returns) in CONTAINER_ANNOTATIONS
 
 
 def _only_called(node: Optional[cst.CSTNode], name: str) -> bool:

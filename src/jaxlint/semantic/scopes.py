@@ -77,6 +77,8 @@ class ProjectClasses:
     # Whether a function of another project file returns only Python values whatever its arguments
     # (`tree_utils.first_dim(x)` returning `leaves[0].shape[0]`): a qualified name as this module resolves it.
     static_return: "Callable[[str], bool]" = lambda qualname: False
+    # Whether a function of another project file is annotated to return a Python container (`-> list`).
+    container_return: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)

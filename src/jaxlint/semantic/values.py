@@ -64,7 +64,7 @@ class Values:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
                 dicts.add(target.value)
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, cst.Call) \
-                    and self.m.resolve(value.func, fn) in LIST_RETURNING:
+                    and (self.m.resolve(value.func, fn) in LIST_RETURNING or self.m.returns_container_call(value, fn)):
                 containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
         for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
