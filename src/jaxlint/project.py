@@ -76,19 +76,14 @@ class ProjectIndex:
         self._read(path)
         return self._facts[path]
 
-    def static_functions(self, module: str) -> frozenset[str]:
+    def functions(self, module: str, kind: str) -> frozenset[str]:
+        """A module's functions that return only Python values (`kind` "static") or are annotated to
+        return a container ("container")."""
         path = self.path_of(module)
         if path is None:
             return frozenset()
         self._read(path)
-        return self._static_fns[path]
-
-    def container_functions(self, module: str) -> frozenset[str]:
-        path = self.path_of(module)
-        if path is None:
-            return frozenset()
-        self._read(path)
-        return self._container_fns[path]
+        return (self._static_fns if kind == "static" else self._container_fns)[path]
 
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
@@ -167,17 +162,13 @@ class ProjectIndex:
             mod, _, name = full.rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
-        def static_return(qualname: str) -> bool:
-            full = absolute(qualname, me, is_pkg)
-            mod, _, name = full.rpartition(".")
-            return mod != me and mod in imported and name in self.static_functions(mod)
+        def returns(kind: str) -> Callable[[str], bool]:
+            def ask(qualname: str) -> bool:
+                mod, _, name = absolute(qualname, me, is_pkg).rpartition(".")
+                return mod != me and mod in imported and name in self.functions(mod, kind)
+            return ask
 
-        def container_return(qualname: str) -> bool:
-            full = absolute(qualname, me, is_pkg)
-            mod, _, name = full.rpartition(".")
-            return mod != me and mod in imported and name in self.container_functions(mod)
-
-        return ProjectClasses(lookup, frozenset(static), static_return, container_return)
+        return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"))
 
 
 def needs_project(findings: list) -> bool:

@@ -7,7 +7,7 @@ import io
 import re
 import sys
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from .findings import Finding, Fix, Verification

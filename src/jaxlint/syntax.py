@@ -229,3 +229,14 @@ def container_path(expr: cst.BaseExpression) -> Optional[str]:
             return f"{base}[{expr.slice[0].slice.value.value}]" if base is not None else None
         return None
     return dotted(expr)
+
+
+def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """Whether `target` is `node` or one of its descendants."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        n = stack.pop()
+        if n is target:
+            return True
+        stack.extend(iter_children(n))
+    return False

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..jaxapi import MUTATING_METHODS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
-from ..syntax import iter_children
+from ..syntax import contains, iter_children
 from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.
@@ -82,15 +82,6 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
     return False
 
 
-def _holds(node: cst.CSTNode, target: cst.CSTNode) -> bool:
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        n = stack.pop()
-        if n is target:
-            return True
-        stack.extend(iter_children(n))
-    return False
-
 
 def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:
     return list(node.body) if isinstance(node, cst.IndentedBlock) else [node]
@@ -101,13 +92,13 @@ def _mentioned_after(stmts: list[cst.CSTNode], target: cst.CSTNode, name: str) -
     `name`: the statements after it, and the rest of the branch holding it (not the other branch of its
     `if`); a loop holding it counts whole, since it runs again."""
     for i, stmt in enumerate(stmts):
-        if not _holds(stmt, target):
+        if not contains(stmt, target):
             continue
         rest = any(_mentions(s, name) for s in stmts[i + 1:])
         if stmt is target:
             return rest
         if isinstance(stmt, cst.If):
-            branch = stmt.body if _holds(stmt.body, target) else stmt.orelse
+            branch = stmt.body if contains(stmt.body, target) else stmt.orelse
             inner = branch.body if isinstance(branch, cst.Else) else branch
             if isinstance(inner, cst.If):
                 return rest or _mentioned_after([inner], target, name)

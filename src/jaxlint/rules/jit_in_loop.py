@@ -9,7 +9,7 @@ from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import JIT_LIKE
 from ..semantic import FunctionInfo, LoopInfo
-from ..syntax import dotted, iter_children
+from ..syntax import contains, dotted, iter_children
 from .base import Rule, Where
 
 
@@ -151,7 +151,7 @@ def _built_once(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
         n = stack.pop()
         if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
             continue
-        if isinstance(n, cst.If) and _holds_node(n.body, jit):
+        if isinstance(n, cst.If) and contains(n.body, jit):
             for flag in _negated_conjuncts(n.test):
                 values = scope.assigned.get(flag, [])
                 loops = scope.bind_loops.get(flag, [])
@@ -205,15 +205,6 @@ def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
         return [test.expression.value]
     return []
 
-
-def _holds_node(node: cst.CSTNode, target: cst.CSTNode) -> bool:
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        n = stack.pop()
-        if n is target:
-            return True
-        stack.extend(iter_children(n))
-    return False
 
 
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
