@@ -613,7 +613,8 @@ def _wraps_itself(value: cst.BaseExpression, name: str) -> bool:
     of itself, as a decorator would."""
     return isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None \
         and not value.args[0].star and isinstance(value.args[0].value, cst.Name) \
-        and value.args[0].value.value == name and not (isinstance(value.func, cst.Name) and value.func.value == name)
+        and value.args[0].value.value == name and not (isinstance(value.func, cst.Name) and value.func.value == name) \
+        and (dotted(value.func) or "").split(".")[-1] != "partial"  # `f = partial(f, n=3)` binds arguments
 
 
 def _always_exits(block: cst.BaseSuite) -> bool:
