@@ -71,12 +71,14 @@ class _Builder:
         out: list[Param] = []
         idx = 0
         for p in list(params.posonly_params) + list(params.params):
-            out.append(Param(p.name.value, idx, self._annotation(p.annotation, scope), p.default is not None, p.default))
+            out.append(Param(p.name.value, idx, self._annotation(p.annotation, scope), p.default is not None, p.default,
+                             annotation_expr=p.annotation.annotation if p.annotation is not None else None))
             idx += 1
         if isinstance(params.star_arg, cst.Param):
             out.append(Param(params.star_arg.name.value, None, None, False, None, "*"))
         for p in params.kwonly_params:
-            out.append(Param(p.name.value, None, self._annotation(p.annotation, scope), p.default is not None, p.default))
+            out.append(Param(p.name.value, None, self._annotation(p.annotation, scope), p.default is not None, p.default,
+                             annotation_expr=p.annotation.annotation if p.annotation is not None else None))
         if params.star_kwarg is not None:
             out.append(Param(params.star_kwarg.name.value, None, None, False, None, "**"))
         return out
@@ -513,6 +515,7 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
             for small in stmt.body:
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
                     cls.fields.add(small.target.value)
+                    cls.field_types[small.target.value] = small.annotation.annotation
                     if small.value is not None and _field_is_static(model, small.value, cls):
                         cls.static_fields.add(small.target.value)
                     ann = small.annotation.annotation

@@ -281,8 +281,29 @@ class ModuleModel:
 
     def class_facts(self) -> dict[str, ClassFacts]:
         """This module's module-level classes as the project's other files see them."""
-        return {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields))
+        return {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c))
                 for name, c in self.root.classes.items()}
+
+    def _static_methods(self, cls: ClassInfo) -> frozenset[str]:
+        """Methods of a pytree class that return only Python values for a traced instance and traced
+        arguments. Only methods annotated to return a Python scalar or reading a shape are summarised."""
+        if not cls.pytree:
+            return frozenset()
+        out: set[str] = set()
+        for name, fn in cls.defs.items():
+            node = fn.node
+            if not isinstance(node, cst.FunctionDef) or not fn.is_method or fn.decorators or not fn.params:
+                continue
+            returns = [r.value for r in _returns(node.body)]
+            if not returns or any(r is None for r in returns):
+                continue
+            if annotation_name(node.returns) not in ("int", "bool", "str") \
+                    and not all(_mentions_static_fact(r) for r in returns if r is not None):
+                continue
+            flags = self.returns_given(fn, {p.name for p in fn.params}, {fn.params[0].name})
+            if flags is not None and not any(flags):
+                out.add(name)
+        return frozenset(out)
 
     def static_returning(self) -> frozenset[str]:
         """Module-level functions that return only Python values (shape facts, lengths, literals) even when
@@ -395,6 +416,11 @@ class ModuleModel:
         if not isinstance(func, cst.Attribute) or id(call) in self._calls_busy:
             return None
         cls = self.class_of(func.value, values.fn)
+        if cls is None:
+            facts = self._project_class_of(func.value, values.fn)
+            if facts is not None and func.attr.value in facts.static_methods:
+                return [False]  # a method of a class in another file that returns only Python values
+            cls = self._field_class(func.value, values.fn)
         method = cls.defs.get(func.attr.value) if cls is not None else None
         if method is None or not method.is_method or not isinstance(method.node, cst.FunctionDef) \
                 or not method.params or method.decorators:
@@ -413,6 +439,56 @@ class ModuleModel:
             if cls is not None and cls.pytree:  # a traced pytree instance: its leaves are traced
                 pytrees.add(method.params[0].name)
         return self.returns_given(method, params, pytrees)
+
+    def _annotation_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[tuple[cst.BaseExpression, Scope]]:
+        """The annotation that says what `expr` holds: a parameter's (`model: js.model.Model`), or a
+        field's of the class `self` belongs to (`self.params` with `params: KinDynParameters` in the class
+        body), with the scope to resolve it in."""
+        if isinstance(expr, cst.Name):
+            s: Optional[Scope] = fn
+            while isinstance(s, FunctionInfo):
+                p = s.param(expr.value)
+                if p is not None:
+                    return (p.annotation_expr, s.parent or self.root) if p.annotation_expr is not None else None
+                if expr.value in s.local_names:
+                    return None
+                s = s.parent
+            return None
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            owner = self.class_of(expr.value, fn)
+            if owner is not None and expr.attr.value in owner.field_types:
+                return owner.field_types[expr.attr.value], owner.parent or self.root
+        return None
+
+    def _annotated_qualname(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[str]:
+        got = self._annotation_of(expr, fn)
+        if got is None:
+            return None
+        ann, scope = got
+        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):  # `Model | None`
+            ann = ann.right if isinstance(ann.left, cst.Name) and ann.left.value == "None" else ann.left
+        if isinstance(ann, cst.SimpleString) and isinstance(ann.evaluated_value, str):
+            try:
+                ann = cst.parse_expression(ann.evaluated_value)
+            except cst.ParserSyntaxError:
+                return None
+        if not isinstance(ann, (cst.Name, cst.Attribute)):
+            return None
+        return self.resolve(ann, scope) or dotted(ann)
+
+    def _field_class(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[ClassInfo]:
+        """The class of this module an annotated parameter or field holds (`self.params.count()`)."""
+        qual = self._annotated_qualname(expr, fn)
+        return self.root.classes.get(qual) if qual is not None and "." not in qual else None
+
+    def _project_class_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[ClassFacts]:
+        """What another project file says about the class an annotated parameter or field holds."""
+        if self.project is None:
+            return None
+        qual = self._annotated_qualname(expr, fn)
+        if qual is None or qual in self.root.classes:
+            return None
+        return self.project.lookup(qual)
 
     def returns_given(self, helper: "FunctionInfo", params: set[str],
                       pytrees: frozenset[str] | set[str] = frozenset()) -> Optional[list[bool]]:

@@ -21,6 +21,7 @@ class Param:
     has_default: bool
     default: Optional[cst.BaseExpression]
     star: str = ""  # "", "*" or "**"
+    annotation_expr: Optional[cst.BaseExpression] = None  # the annotation as written (`js.model.Model`)
 
 
 @dataclass(eq=False)
@@ -64,6 +65,9 @@ class ClassFacts:
     pytree: bool
     fields: frozenset[str] = frozenset()
     static_fields: frozenset[str] = frozenset()
+    # Methods that return only Python values for a traced instance (`def dofs(self) -> int:` summing
+    # static fields): `model.dofs()` is static in the other files.
+    static_methods: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -91,6 +95,7 @@ class ClassInfo(Scope):
     fields: set[str] = field(default_factory=set)
     static_fields: set[str] = field(default_factory=set)
     pytree: bool = False
+    field_types: dict[str, cst.BaseExpression] = field(default_factory=dict)  # annotated fields, as written
 
 
 @dataclass(eq=False)
