@@ -134,6 +134,9 @@ class ModuleModel:
         if len(values) != 1 or not isinstance(values[0], cst.Call):
             return None
         call = values[0]
+        t = self.transforms.get(self.resolve(call.func, s) or "")
+        if t is None or t.statics != "grad":
+            return None  # (most names bound to a call hold something else: ask nothing more)
         return call if self.named_grad_call(call) is not None else None
 
     def named_grad_call(self, call: cst.Call) -> Optional[str]:
