@@ -92,6 +92,11 @@ class Client:
     def notify(self, method: str, params: Any) -> None:
         self.send({"method": method, "params": params})
 
+    def open(self, uri: str, text: str) -> None:
+        """Open a Python document (version 1) in the server."""
+        self.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": text}})
+
     def request(self, method: str, params: Any) -> Any:
         self.next_id += 1
         rid = self.next_id
@@ -205,8 +210,7 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
         assert caps["codeActionProvider"] and caps["textDocumentSync"]
 
         # Open: the buffer's findings, where the CLI puts them; configuration from [tool.jaxlint].
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        client.open(uri, SOURCE)
         diags = client.diagnostics(uri, 1)["diagnostics"]
         assert [d["code"] for d in diags] == [f["code"] for f in cli] == ["JL201", "JL101"]
         for d, f in zip(diags, cli):
@@ -274,8 +278,7 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
 
         # A buffer that does not parse: one syntax-error diagnostic, an Error.
         broken = (project / "broken.py").as_uri()
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": broken, "languageId": "python", "version": 1, "text": "def f(:\n    pass\n"}})
+        client.open(broken, "def f(:\n    pass\n")
         (syntax,) = client.diagnostics(broken, 1)["diagnostics"]
         assert syntax["code"] == "JL901" and syntax["severity"] == 1 and syntax["range"]["start"]["line"] == 0
 
@@ -283,8 +286,7 @@ def test_diagnostics_quick_fixes_and_edits(project: Path) -> None:
         # call is two of them, though one character to Python.
         wide = (project / "wide.py").as_uri()
         wide_text = SOURCE.replace('print("scaling by", factor)', 'label = "\U0001F600"; print(label, factor)')
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": wide, "languageId": "python", "version": 1, "text": wide_text}})
+        client.open(wide, wide_text)
         (wide_print,) = [d for d in client.diagnostics(wide, 1)["diagnostics"] if d["code"] == "JL201"]
         prefix = wide_text.splitlines()[print_line].split("print(")[0]
         assert wide_print["range"]["start"] == {"line": print_line,
@@ -306,8 +308,7 @@ def test_fix_all_on_request(project: Path) -> None:
     client = Client(project)
     try:
         client.start(project)
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        client.open(uri, SOURCE)
         client.diagnostics(uri, 1)
         whole = {"start": {"line": 0, "character": 0}, "end": {"line": len(SOURCE.splitlines()), "character": 0}}
         (action,) = client.request("textDocument/codeAction", {
@@ -318,8 +319,7 @@ def test_fix_all_on_request(project: Path) -> None:
         # A fix that also adds `import jax` at the top: two small edits, not one spanning the file.
         helper = project / "helper.py"
         helper.write_text(HELPER)
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": helper.as_uri(), "languageId": "python", "version": 1, "text": HELPER}})
+        client.open(helper.as_uri(), HELPER)
         (shout,) = client.diagnostics(helper.as_uri(), 1)["diagnostics"]
         actions = client.request("textDocument/codeAction", {
             "textDocument": {"uri": helper.as_uri()}, "range": shout["range"], "context": {"diagnostics": [shout]}})
@@ -349,8 +349,7 @@ def test_verify_on_save(project: Path) -> None:
     client = Client(project)
     try:
         client.start(project)
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        client.open(uri, SOURCE)
         opened = client.diagnostics(uri, 1)["diagnostics"]
         assert [d["severity"] for d in opened] == [2, 2]  # opening does not verify
         client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
@@ -371,8 +370,7 @@ def test_bad_configuration_is_shown_and_linting_goes_on(project: Path) -> None:
     client = Client(project)
     try:
         client.start(project, {"verifyOnSave": "yes", "colour": 1})
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        client.open(uri, SOURCE)
         diags = client.diagnostics(uri, 1)["diagnostics"]
         assert "JL203" in {d["code"] for d in diags}  # defaults: impure-call is no longer ignored
         shown = [m["params"]["message"] for m in client.seen if m.get("method") == "window/showMessage"]
@@ -389,8 +387,7 @@ def test_configuration_change_relints_open_buffers(project: Path) -> None:
     client = Client(project)
     try:
         client.start(project, capabilities={"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}})
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": SOURCE}})
+        client.open(uri, SOURCE)
         assert [d["code"] for d in client.diagnostics(uri, 1)["diagnostics"]] == ["JL201", "JL101"]
         registered = [m for m in client.seen if m.get("method") == "client/registerCapability"]
         assert registered[0]["params"]["registrations"][0]["method"] == "workspace/didChangeWatchedFiles"
@@ -455,8 +452,7 @@ def test_calls_from_other_saved_files_are_followed(tmp_path: Path) -> None:
     client = Client(tmp_path)
     try:
         client.start(tmp_path)
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1, "text": buffer}})
+        client.open(uri, buffer)
         diags = client.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics"
                             and m["params"]["uri"] == uri and m["params"]["diagnostics"],
                             "diagnostics reached through train.py")["params"]["diagnostics"]
@@ -497,13 +493,11 @@ def test_a_large_buffer_does_not_block_other_requests(project: Path) -> None:
     client = Client(project)
     try:
         client.start(project)
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": small, "languageId": "python", "version": 1, "text": SOURCE}})
+        client.open(small, SOURCE)
         print_line = next(i for i, ln in enumerate(SOURCE.splitlines()) if "print(" in ln)
         client.diagnostics(small, 1)
         first, second = _big_module(1500, "first"), _big_module(1499, "second")
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": big, "languageId": "python", "version": 1, "text": first}})
+        client.open(big, first)
         client.notify("textDocument/didChange", {
             "textDocument": {"uri": big, "version": 2}, "contentChanges": [{"text": second}]})
         # The analysis of the large buffer runs in a worker process: the server answers meanwhile.
