@@ -289,43 +289,35 @@ class ModuleModel:
 
     def _static_methods(self, cls: ClassInfo) -> frozenset[str]:
         """Methods of a pytree class that return only Python values for a traced instance and traced
-        arguments. Only methods annotated to return a Python scalar or reading a shape are summarised."""
+        arguments (`def dofs(self) -> int:` summing static fields)."""
         if not cls.pytree:
             return frozenset()
-        out: set[str] = set()
-        for name, fn in cls.defs.items():
-            node = fn.node
-            if not isinstance(node, cst.FunctionDef) or not fn.is_method or fn.decorators or not fn.params:
-                continue
-            returns = [r.value for r in _returns(node.body)]
-            if not returns or any(r is None for r in returns):
-                continue
-            if annotation_name(node.returns) not in ("int", "bool", "str") \
-                    and not all(_mentions_static_fact(r) for r in returns if r is not None):
-                continue
-            flags = self.returns_given(fn, {p.name for p in fn.params}, {fn.params[0].name})
-            if flags is not None and not any(flags):
-                out.add(name)
-        return frozenset(out)
+        return frozenset(name for name, fn in cls.defs.items()
+                         if fn.is_method and not fn.decorators and fn.params and self._returns_only_python(fn))
 
     def static_returning(self) -> frozenset[str]:
         """Module-level functions that return only Python values (shape facts, lengths, literals) even when
         every parameter is traced, and are not transformed: the other files can call them as static."""
-        out: set[str] = set()
-        for name, fn in self.root.defs.items():
-            node = fn.node
-            if not isinstance(node, cst.FunctionDef) or fn.is_method or (fn.decorators and any(
-                    self.transform_of(d.decorator, self.root) for d in fn.decorators)):
-                continue
-            returns = [r.value for r in _returns(node.body)]
-            if not returns or any(r is None for r in returns):
-                continue
-            if not all(_mentions_static_fact(r) for r in returns):
-                continue  # cheap filter: only shape-like returns are worth a summary
-            flags = self.returns_given(fn, {p.name for p in fn.params})
-            if flags is not None and not any(flags):
-                out.add(name)
-        return frozenset(out)
+        return frozenset(name for name, fn in self.root.defs.items()
+                         if not fn.is_method and not any(self.transform_of(d.decorator, self.root) for d in fn.decorators)
+                         and self._returns_only_python(fn))
+
+    def _returns_only_python(self, fn: FunctionInfo) -> bool:
+        """Whether every `return` of `fn` gives a Python value when all its parameters are traced (`self`
+        a traced pytree). Only functions annotated to return a Python scalar, or whose returns read a
+        shape, a length or a literal, are summarised: the others are not worth the cost."""
+        node = fn.node
+        if not isinstance(node, cst.FunctionDef):
+            return False
+        returns = [r.value for r in _returns(node.body)]
+        if not returns or any(r is None for r in returns):
+            return False
+        if annotation_name(node.returns) not in ("int", "bool", "str") \
+                and not all(_mentions_static_fact(r) for r in returns if r is not None):
+            return False
+        pytrees = {fn.params[0].name} if fn.is_method and fn.params else set()
+        flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
+        return flags is not None and not any(flags)
 
     def container_returning(self) -> frozenset[str]:
         """Module-level functions annotated to return a Python container (`-> list`, `-> dict[str, Array]`):
