@@ -18,8 +18,10 @@ class PrintInTrace(Rule):
 
     A print that shows nothing traced is reported only under `jax.jit` (or another cached trace) and
     only when it is a bare literal message such as `print("step")`, which reads as if it ran on every
-    call. Messages built from static values (shapes, configuration) and literal warnings
-    (`print("WARNING: ... is deprecated")`) are deliberate trace-time logging and are not reported.
+    call. Messages built from static values (shapes, configuration), literal warnings
+    (`print("WARNING: ... is deprecated")`) and messages in an arm of an `if` on configuration
+    (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
+    reported.
 
     ## Why is this bad?
     Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
@@ -70,9 +72,11 @@ class PrintInTrace(Rule):
         if not any(where.is_traced(a) or _formats_traced(a, where) for a in args):
             # Nothing traced is printed: without a cache it prints on every call as Python would;
             # under jit, a message built from static facts (shapes, configuration) is deliberate
-            # trace-time logging, and so is a warning (once per trace is what a warning wants). Only a
-            # bare literal message under jit misleads about when it runs.
-            if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args):
+            # trace-time logging, and so is a warning (once per trace is what a warning wants), and so is
+            # a message in an arm of an `if` on configuration (it says which path is being traced). Only
+            # a bare literal message under jit misleads about when it runs.
+            if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
+                    or where.model.in_static_branch(node, where.scope, where.guards):
                 return
         if fn.cached:
             what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"

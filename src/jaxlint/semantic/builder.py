@@ -123,10 +123,11 @@ class _Builder:
 
     def on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
         saved, self.guards = self.guards, frozenset()
+        arms, self.branches = self.branches, ()  # (the arms of the enclosing function's ifs are not this body's)
         try:
             self._on_functiondef(node, scope, loop)
         finally:
-            self.guards = saved
+            self.guards, self.branches = saved, arms
 
     def _on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
         fn = self._new_function(node, node.name.value, scope, loop)
@@ -346,6 +347,7 @@ class _Builder:
             self.m.elif_nodes.add(id(node.orelse))
         self._mark_test(node.test)
         self.walk(node.test, scope, loop)
+        self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
         self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test) | _flag_tests(node.test, True)
         branches = self.branches
@@ -368,6 +370,7 @@ class _Builder:
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
             self.guards = self.guards | _flag_tests(node.test, False)
+            self.branches = branches + ((id(node), False),)
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -401,6 +404,8 @@ class _Builder:
             self.m.calls_in_loops.add(id(node))
         if self.guards:
             self.m.call_guards[id(node)] = self.guards
+        if self.branches:
+            self.m.call_branches[id(node)] = self.branches
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
             self.m.applied_parent[id(node.func)] = node

@@ -50,6 +50,8 @@ class ModuleModel:
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
+        self.call_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # id of a call -> the if arms around it
+        self.if_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # id of an `if` -> its test, its scope
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
@@ -364,6 +366,14 @@ class ModuleModel:
                     return s.cls
                 return self.root.classes.get(p.annotation) if p.annotation else None
             if expr.value in s.local_names:
+                value = _alias_value(s, expr.value)
+                if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # `data = Data(...)`
+                    name = value.func.value
+                    return self.root.classes.get(name) if self.owner_of(name, s) is self.root else None
+                if isinstance(value, cst.Name) and value.value != expr.value:
+                    return self.class_of(value, s)
+                if isinstance(value, cst.Attribute):
+                    return self._field_class(value, s)
                 return None
             s = s.parent
         return None
@@ -446,11 +456,12 @@ class ModuleModel:
                 if p is not None:
                     return (p.annotation_expr, s.parent or self.root) if p.annotation_expr is not None else None
                 if expr.value in s.local_names:
-                    return None
+                    value = _alias_value(s, expr.value)  # `kp = model.params`: what `model.params` holds
+                    return self._annotation_of(value, s) if isinstance(value, cst.Attribute) else None
                 s = s.parent
             return None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
-            owner = self.class_of(expr.value, fn)
+            owner = self.class_of(expr.value, fn) or self._field_class(expr.value, fn)
             if owner is not None and expr.attr.value in owner.field_types:
                 return owner.field_types[expr.attr.value], owner.parent or self.root
         return None
@@ -548,6 +559,17 @@ class ModuleModel:
         if fn is None or not fn.traced or _dead(fn, guards):
             return None
         return fn
+
+    def in_static_branch(self, call: cst.Call, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
+        """Whether a call runs only in one arm of an `if` of its own function whose test is a Python value
+        (configuration): which arm runs is decided while tracing, once (the code after
+        `if flag: return …` is such an arm too)."""
+        fn = scope.function_scope()
+        for node, _arm in self.call_branches.get(id(call), ()):
+            test = self.if_tests.get(node) if isinstance(node, int) else None
+            if test is not None and test[1] is fn and not self.truth_traced(test[0], scope, guards):
+                return True
+        return False
 
     def is_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
         values = self.values(scope, guards)
@@ -658,6 +680,18 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+def _alias_value(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
+    """The one value a local name is bound to in its function (`kp = model.params`), if it is bound once
+    by a plain `=` to a name, an attribute or a call."""
+    if fn.param(name) is not None or len(fn.assigned.get(name, ())) != 1:
+        return None
+    found = fn.bindings(name)
+    if len(found) != 1:
+        return None
+    value = found[0].assigned
+    return value if isinstance(value, (cst.Name, cst.Attribute, cst.Call)) else None
 
 
 def returns_container(node: cst.FunctionDef) -> bool:
