@@ -157,7 +157,7 @@ class ModuleModel:
                 if t is None or t.statics != "grad" or not call.args or call.args[0].keyword is not None \
                         or call.args[0].star or self.resolve_callable(call.args[0].value, scope) is None:
                     return None
-                if _only_called(fn.node, name):
+                if only_called(fn.node, name):
                     cache[id(call)] = name
                 return cache[id(call)]
         return None
@@ -699,7 +699,7 @@ def returns_container(node: cst.FunctionDef) -> bool:
     return node.returns is not None and annotation_name(node.returns) in CONTAINER_ANNOTATIONS
 
 
-def _only_called(node: Optional[cst.CSTNode], name: str) -> bool:
+def only_called(node: Optional[cst.CSTNode], name: str) -> bool:
     """Whether every read of `name` in a body (nested functions included) is the callee of a call."""
     if node is None:
         return False

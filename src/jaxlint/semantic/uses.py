@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..jaxapi import LAX_BODIES
 from ..syntax import iter_children
-from .model import ModuleModel
+from .model import ModuleModel, only_called
 from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope
 
 
@@ -140,6 +140,16 @@ class ModuleUses:
         `jax.jit(f)(x)`) rather than keeping it for later."""
         return id(call) in self.model.applied_calls or self.model.resolve(call.func, scope) in LAX_BODIES
 
+    def _called_where_made(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a transform's result is bound to a local that its function only calls
+        (`step = jax.pmap(train_step)` then `step(batch)`): the function runs while that function runs."""
+        if not isinstance(scope, FunctionInfo) or self.model.resolve(call.func, scope) not in self.model.transforms:
+            return False
+        for local, values in scope.assigned.items():
+            if any(v is call for v in values):
+                return len(values) == 1 and only_called(scope.node, local)
+        return False
+
     def uses(self, name: str, stop: Optional[FunctionInfo] = None, busy: frozenset[str] = frozenset()
              ) -> Optional[Uses]:
         """The module-level calls (or, with `stop`, the calls in that function) that can run the module-level
@@ -163,7 +173,8 @@ class ModuleUses:
                 out.merge(sub)
                 if r.kind == "other" or r.call is None or not self._immediate(r.call, r.scope):
                     continue  # `g = f`, `step = jax.jit(f)`: f runs where g or step does
-            elif r.kind == "other" or r.call is None or (r.kind == "arg" and not self._immediate(r.call, r.scope)):
+            elif r.kind == "other" or r.call is None or (r.kind == "arg" and not self._immediate(r.call, r.scope)
+                                                         and not self._called_where_made(r.call, r.scope)):
                 return None
             s = r.scope
             if s is root or s is stop:
