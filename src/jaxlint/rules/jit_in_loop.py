@@ -207,6 +207,22 @@ def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
 
 
 
+def _distinct_constants(expr: cst.BaseExpression) -> bool:
+    """A literal list, tuple or set of distinct constants (`[False, True]`, `("train", "eval")`)."""
+    if not isinstance(expr, (cst.List, cst.Tuple, cst.Set)) or not expr.elements:
+        return False
+    codes = []
+    for el in expr.elements:
+        v = el.value
+        if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus):
+            v = v.expression
+        if not isinstance(el, cst.Element) or not (isinstance(v, (cst.Integer, cst.Float, cst.SimpleString))
+                                                   or isinstance(v, cst.Name) and v.value in ("True", "False", "None")):
+            return False
+        codes.append(cst.Module([]).code_for_node(el.value))
+    return len(set(codes)) == len(codes)
+
+
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
     fn = where.function
     taken = set(where.model.root.assigned) | set(where.model.root.defs) | set(where.model.root.imports) | also_taken
@@ -266,7 +282,10 @@ class JitInLoop(Rule):
     ## Known limitations
     A callable returned by a factory function (`jax.jit(make_step(cfg))`) is not flagged, nor is
     `obj.attr` unless `obj` is `self` or was built by a constructor call (`model = MLP(...)`):
-    attributes of other objects may be plain functions, the same object on every access.
+    attributes of other objects may be plain functions, the same object on every access. A loop over
+    a literal list of distinct constants whose item the callable captures
+    (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) builds one program per
+    configuration by design and is not flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -364,6 +383,9 @@ class JitInLoop(Rule):
         applied = where.model.applied_parent.get(id(node))
         if applied is not None and isinstance(applied.func, cst.Attribute) and applied.func.attr.value in ("lower", "trace"):
             return True  # `jax.jit(f).lower(...).compile()`: ahead-of-time compilation per shape or sharding
+        if isinstance(loop.node, cst.For) and _distinct_constants(loop.node.iter) \
+                and _names_in(callable_) & _names_in(loop.node.target):
+            return True  # `for mode in ("train", "eval")`: one program per configuration, each built once
         varying = _bound_in_loop(loop)
         if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
             return True  # the jit options (shardings, donation…) change with the loop
