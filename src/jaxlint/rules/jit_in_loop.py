@@ -223,6 +223,22 @@ def _distinct_constants(expr: cst.BaseExpression) -> bool:
     return len(set(codes)) == len(codes)
 
 
+def _names_used_as_keys(node: cst.CSTNode) -> set[str]:
+    """Names a body uses as names of things — dict literal keys (`{key: p}`), attribute names
+    (`getattr(obj, field)`): they choose code or structure, never data a trace could take."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.DictElement) and isinstance(n.key, cst.Name):
+            out.add(n.key.value)
+        elif isinstance(n, cst.Call) and dotted(n.func) in ("getattr", "setattr", "hasattr") and len(n.args) >= 2 \
+                and isinstance(n.args[1].value, cst.Name):
+            out.add(n.args[1].value.value)
+        stack.extend(iter_children(n))
+    return out
+
+
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
     fn = where.function
     taken = set(where.model.root.assigned) | set(where.model.root.defs) | set(where.model.root.imports) | also_taken
@@ -283,9 +299,9 @@ class JitInLoop(Rule):
     A callable returned by a factory function (`jax.jit(make_step(cfg))`) is not flagged, nor is
     `obj.attr` unless `obj` is `self` or was built by a constructor call (`model = MLP(...)`):
     attributes of other objects may be plain functions, the same object on every access. A loop over
-    a literal list of distinct constants whose item the callable captures
-    (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) builds one program per
-    configuration by design and is not flagged.
+    configurations whose item the callable captures — a literal list of constants
+    (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`), or names the code uses as
+    dict keys or attribute names — builds one program per item by design and is not flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -379,13 +395,37 @@ class JitInLoop(Rule):
                 return name
         return None
 
+    def _captures_item(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
+        """Whether the callable reads the item of a loop over configurations — a literal list of distinct
+        constants (`for mode in ("train", "eval")`), or items the code uses as names (a dict key, an
+        attribute name) — itself, through a name the loop binds, or through a def of the loop body: each
+        pass is a different program, compiled once per item whatever the code does."""
+        node = loop.node
+        if not isinstance(node, cst.For) or depth > 4:
+            return False
+        items = _names_in(node.target)
+        constants = _distinct_constants(node.iter)
+        ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
+        fn = ref.fn if ref is not None else None
+        if _free_names(callable_, fn) & items and (
+                constants or _names_used_as_keys(fn.node if fn is not None else callable_) & items):
+            return True
+        for name in _free_names(callable_, fn):
+            for value in loop.bound.get(name, []):
+                if value is not None and self._captures_item(value, where, loop, depth + 1):
+                    return True
+            inner = where.model.lookup_function(name, where.scope)
+            if inner is not None and loop.encloses(inner.loop_at_def) and _free_names(inner.node, inner) & items \
+                    and (constants or _names_used_as_keys(inner.node) & items):
+                return True
+        return False
+
     def _compiles_anyway(self, node: cst.Call, callable_: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
         applied = where.model.applied_parent.get(id(node))
         if applied is not None and isinstance(applied.func, cst.Attribute) and applied.func.attr.value in ("lower", "trace"):
             return True  # `jax.jit(f).lower(...).compile()`: ahead-of-time compilation per shape or sharding
-        if isinstance(loop.node, cst.For) and _distinct_constants(loop.node.iter) \
-                and _names_in(callable_) & _names_in(loop.node.target):
-            return True  # `for mode in ("train", "eval")`: one program per configuration, each built once
+        if self._captures_item(callable_, where, loop):
+            return True  # `for mode in ("train", "eval")`: one program per item of a collection
         varying = _bound_in_loop(loop)
         if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
             return True  # the jit options (shardings, donation…) change with the loop
