@@ -240,3 +240,23 @@ def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
             return True
         stack.extend(iter_children(n))
     return False
+
+
+def only_called(node: Optional[cst.CSTNode], name: str) -> bool:
+    """Whether every read of `name` in a body (nested functions included) is the callee of a call."""
+    if node is None:
+        return False
+    reads = 0
+    calls = 0
+
+    class _Count(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal reads
+            reads += n.value == name
+
+        def visit_Call(self, c: cst.Call) -> None:
+            nonlocal calls
+            calls += isinstance(c.func, cst.Name) and c.func.value == name
+
+    node.visit(_Count())
+    return calls > 0 and reads == calls + 1  # the one binding, and each use a call

@@ -16,7 +16,7 @@ from ..jaxapi import (
     TRANSFORMS,
     Transform,
 )
-from ..syntax import _returns, annotation_name, dotted, iter_children
+from ..syntax import _returns, annotation_name, dotted, iter_children, only_called
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options
 from .frameworks import Frameworks
 from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
@@ -697,26 +697,6 @@ def _alias_value(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
 def returns_container(node: cst.FunctionDef) -> bool:
     """`def f(...) -> list:` / `-> dict[str, Array]` / `-> Sequence[...]`: the result is a Python container."""
     return node.returns is not None and annotation_name(node.returns) in CONTAINER_ANNOTATIONS
-
-
-def only_called(node: Optional[cst.CSTNode], name: str) -> bool:
-    """Whether every read of `name` in a body (nested functions included) is the callee of a call."""
-    if node is None:
-        return False
-    reads = 0
-    calls = 0
-
-    class _Count(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            nonlocal reads
-            reads += n.value == name
-
-        def visit_Call(self, c: cst.Call) -> None:
-            nonlocal calls
-            calls += isinstance(c.func, cst.Name) and c.func.value == name
-
-    node.visit(_Count())
-    return calls > 0 and reads == calls + 1  # the one binding, and each use a call
 
 
 def _mentions_static_fact(e: cst.BaseExpression) -> bool:

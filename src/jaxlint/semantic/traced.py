@@ -15,7 +15,7 @@ from ..jaxapi import (
     TREE_MAPS,
     Transform,
 )
-from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, literal_truth
+from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, literal_truth, only_called
 from .scopes import CallableRef, FunctionInfo, Param, Scope
 from .values import Values
 
@@ -102,16 +102,39 @@ class _Tracer:
                 # calls it: a tracer passed there fails at the call, before the body runs.
                 fn.declared_static |= static_param_names(fn, t, opts, 0) or set()
         outermost: set[int] = set()
+        deferred: list[tuple[FunctionInfo, Transform, dict[str, cst.BaseExpression], bool]] = []
         for fn, (t, opts) in decorated:
             if t.statics == "custom" and len(fn.decorators) == 1:
                 # `@jax.custom_vjp` alone traces nothing: called plainly, or under `grad` (whose rule
                 # gets the primal values), the body sees concrete arrays; traced callers make it traced.
                 continue
-            fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             inner = id(fn) in outermost
             outermost.add(id(fn))
+            if t.statics == "filter" and len(fn.decorators) == 1 and _called_only_by_parent(fn):
+                # equinox's filter transforms trace the arrays they are given and pass every other value
+                # through: inside a traced function, its calls say which parameters are traced
+                deferred.append((fn, t, opts, inner))
+                continue
+            fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner)
         self.seed_calls()
+        self.settle()
+        late = [d for d in deferred if not d[0].traced]  # its function is not traced: arrays from anywhere
+        for fn, t, opts, inner in late:
+            fn.trace_sites.add((fn.parent or m.root, -1))
+            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner)
+        if late:
+            self.settle()
+        m.summaries_final = True
+        solve_flags(m.functions)
+        for fn in m.functions:
+            if fn.traced and not fn.traced_names:
+                Values(m, fn).solve()
+        self.complete_roots()
+
+    def settle(self) -> None:
+        """Spread tracers through calls, summaries and derivative rules until nothing moves."""
+        m = self.m
         rules = [(c, s) for c, s, _ in m.all_calls
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
         rounds = 0
@@ -128,12 +151,6 @@ class _Tracer:
             moved = sum(len(f.traced_names) for f in m.functions) != before
             if not (self.changed or moved) or rounds > 50:
                 break
-        m.summaries_final = True
-        solve_flags(m.functions)
-        for fn in m.functions:
-            if fn.traced and not fn.traced_names:
-                Values(m, fn).solve()
-        self.complete_roots()
 
     def complete_roots(self) -> None:
         """A body seeded before its enclosing function was known to be traced has no root yet."""
@@ -496,6 +513,13 @@ class ExternalCall:
     cached: bool
     caller: str
     origin: str = ""  # the caller's file, filled in by the API
+
+
+def _called_only_by_parent(fn: FunctionInfo) -> bool:
+    """A def nested in a function that only calls it there (never hands it on or returns it)."""
+    parent = fn.parent
+    return isinstance(parent, FunctionInfo) and parent.defs.get(fn.name) is fn \
+        and fn.name not in parent.assigned and only_called(parent.node, fn.name)
 
 
 def solve_flags(functions: list[FunctionInfo]) -> None:

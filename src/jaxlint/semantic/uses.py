@@ -7,8 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import LAX_BODIES
-from ..syntax import iter_children
-from .model import ModuleModel, only_called
+from ..syntax import iter_children, only_called
+from .model import ModuleModel
 from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope
 
 
