@@ -19,7 +19,8 @@ class PrintInTrace(Rule):
     A print that shows nothing traced is reported only under `jax.jit` (or another cached trace) and
     only when it is a bare literal message such as `print("step")`, which reads as if it ran on every
     call. Messages built from static values (shapes, configuration), literal warnings
-    (`print("WARNING: ... is deprecated")`) and messages in an arm of an `if` on configuration
+    (`print("WARNING: ... is deprecated")`), messages that announce compiling or tracing
+    (`print("Compiling train step...")`) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
     reported.
 
@@ -105,7 +106,7 @@ def _is_text(expr: cst.BaseExpression) -> bool:
 
 
 def _is_warning(expr: cst.BaseExpression) -> bool:
-    """A literal message that announces itself as a warning or a deprecation notice."""
+    """A literal message that announces itself as a warning, a deprecation notice or trace-time work."""
     try:
         text = expr.evaluated_value if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)) else None
     except Exception:  # noqa: BLE001 - libcst cannot evaluate some byte/escape forms
@@ -113,7 +114,8 @@ def _is_warning(expr: cst.BaseExpression) -> bool:
     return isinstance(text, str) and _WARNING.search(text) is not None
 
 
-_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat", re.IGNORECASE)
+# A warning, or a message that says it is printed while compiling (`"Compiling train step..."`).
+_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat|\bcompil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b", re.IGNORECASE)
 
 
 def _formats_traced(expr: cst.BaseExpression, where: Where) -> bool:
