@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
-from ..syntax import _arg, _target_names, children, dotted, iter_children
+from ..syntax import _arg, _target_names, children, contains, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -237,6 +237,8 @@ class PrngKeyReuse(Rule):
                      loop_names: Optional[Container[str]], root: Optional[cst.CSTNode]) -> None:
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
+        if root is not None and self._comprehension_use(call, root, key) == "own":
+            return  # `{k: normal(rng) for k, rng in zip(names, split(rng, n))}`: a different `rng`
         if fname == "fold_in":
             # `fold_in(key, i)` is `split(key, n)[i]` for every n > i (partitionable threefry, JAX's
             # default): after `split(key, n)` it repeats one of the split's keys unless i >= n. It draws
@@ -323,7 +325,13 @@ class PrngKeyReuse(Rule):
     def _in_comprehension(self, call: cst.Call, root: cst.CSTNode, key: str = "") -> bool:
         """Whether the call runs once per element of a comprehension (not in its first iterable) with a
         `key` the comprehension does not bind anew on each pass (`normal(k) for k in keys` is fine)."""
-        found = False
+        return self._comprehension_use(call, root, key) == "reused"
+
+    def _comprehension_use(self, call: cst.Call, root: cst.CSTNode, key: str) -> Optional[str]:
+        """"reused" when the call runs once per element of a comprehension with a `key` it does not bind,
+        "own" when a comprehension around the call binds `key` itself (a new key on each pass, whatever
+        an outer variable of that name holds), else None."""
+        found: Optional[str] = None
         base = key.split("[")[0]
 
         def walk(n: cst.CSTNode, inside: bool) -> None:
@@ -331,14 +339,16 @@ class PrngKeyReuse(Rule):
             if found or isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return
             if n is call:
-                found = inside
+                found = "reused" if inside else None
                 return
             if isinstance(n, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
                 walk(n.for_in.iter, inside)  # evaluated once
                 level: Optional[cst.CompFor] = n.for_in
                 while level is not None:
                     if base in set(_target_names(level.target)):
-                        return  # the key is the comprehension's own variable
+                        if found is None and contains(n, call) and not contains(n.for_in.iter, call):
+                            found = "own"  # the key is the comprehension's own variable
+                        return
                     level = level.inner_for_in
                 for child in iter_children(n):
                     if child is not n.for_in:
