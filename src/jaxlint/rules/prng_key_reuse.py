@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Container, Optional, Union
+from typing import Container, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -113,6 +113,7 @@ class PrngKeyReuse(Rule):
         self._where = where
         self._body = list(body)  # type: ignore[call-overload]
         self._events: Optional[list[tuple[str, object]]] = None
+        self._comprehension_roots: dict[int, bool] = {}  # statement -> whether it holds a comprehension
         self._fn = scope if scope is not where.model.root else None
         self._block(list(body), _State(keys=set(initial)), loop_names=None)  # type: ignore[arg-type]
 
@@ -235,10 +236,16 @@ class PrngKeyReuse(Rule):
 
     def _consume_key(self, call: cst.Call, key: str, fname: str, state: _State,
                      loop_names: Optional[Container[str]], root: Optional[cst.CSTNode]) -> None:
+        if root is not None and self._has_comprehension(root):
+            use, source = self._comprehension_use(call, root, key)
+            if use == "own":
+                # `[normal(rng) for rng, n in zip(rngs, sizes)]`: a different `rng` on each pass, and
+                # the keys of `rngs` are what gets consumed
+                if source is not None and source != key:
+                    self._consume_key(call, source, fname, state, None, None)
+                return
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
-        if root is not None and self._comprehension_use(call, root, key) == "own":
-            return  # `{k: normal(rng) for k, rng in zip(names, split(rng, n))}`: a different `rng`
         if fname == "fold_in":
             # `fold_in(key, i)` is `split(key, n)[i]` for every n > i (partitionable threefry, JAX's
             # default): after `split(key, n)` it repeats one of the split's keys unless i >= n. It draws
@@ -322,20 +329,28 @@ class PrngKeyReuse(Rule):
         for call in self._calls_in(node):
             self._consume(call, state, loop_names, node)
 
+    def _has_comprehension(self, root: cst.CSTNode) -> bool:
+        found = self._comprehension_roots.get(id(root))
+        if found is None:
+            found = self._comprehension_roots[id(root)] = any(isinstance(n, _COMPREHENSIONS) for n in _walk(root))
+        return found
+
     def _in_comprehension(self, call: cst.Call, root: cst.CSTNode, key: str = "") -> bool:
         """Whether the call runs once per element of a comprehension (not in its first iterable) with a
         `key` the comprehension does not bind anew on each pass (`normal(k) for k in keys` is fine)."""
-        return self._comprehension_use(call, root, key) == "reused"
+        return self._comprehension_use(call, root, key)[0] == "reused"
 
-    def _comprehension_use(self, call: cst.Call, root: cst.CSTNode, key: str) -> Optional[str]:
-        """"reused" when the call runs once per element of a comprehension with a `key` it does not bind,
-        "own" when a comprehension around the call binds `key` itself (a new key on each pass, whatever
-        an outer variable of that name holds), else None."""
+    def _comprehension_use(self, call: cst.Call, root: cst.CSTNode, key: str) -> tuple[Optional[str], Optional[str]]:
+        """("reused", None) when the call runs once per element of a comprehension with a `key` it does
+        not bind; ("own", keys) when a comprehension around the call binds `key` itself — a new key on
+        each pass, whatever an outer variable of that name holds — with `keys`, the collection it takes
+        them from when that is a name (`for rng, n in zip(rngs, sizes)`); else (None, None)."""
         found: Optional[str] = None
+        source: Optional[str] = None
         base = key.split("[")[0]
 
         def walk(n: cst.CSTNode, inside: bool) -> None:
-            nonlocal found
+            nonlocal found, source
             if found or isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 return
             if n is call:
@@ -348,6 +363,7 @@ class PrngKeyReuse(Rule):
                     if base in set(_target_names(level.target)):
                         if found is None and contains(n, call) and not contains(n.for_in.iter, call):
                             found = "own"  # the key is the comprehension's own variable
+                            source = _iterated_source(level, base)
                         return
                     level = level.inner_for_in
                 for child in iter_children(n):
@@ -361,7 +377,7 @@ class PrngKeyReuse(Rule):
                 walk(child, inside)
 
         walk(root, False)
-        return found
+        return found, source
 
     def _bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], state: _State) -> None:
         names = _names(target)
@@ -560,6 +576,31 @@ def _callee(call: cst.CSTNode) -> str:
         if name:
             return name
     return "an earlier call"
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(iter_children(n))
+
+
+def _iterated_source(level: cst.CompFor, name: str) -> Optional[str]:
+    """The name of the collection a comprehension's `name` is drawn from: `for k in keys`, or the
+    matching argument of `zip(...)` in `for k, n in zip(keys, sizes)`."""
+    it, target = level.iter, level.target
+    if isinstance(target, cst.Name):
+        return it.value if isinstance(it, cst.Name) and target.value == name else None
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(it, cst.Call) and dotted(it.func) == "zip":
+        names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
+        if name in names and len(it.args) == len(names):
+            arg = it.args[names.index(name)].value
+            return arg.value if isinstance(arg, cst.Name) else None
+    return None
 
 
 def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
