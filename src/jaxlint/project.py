@@ -47,6 +47,7 @@ class ProjectIndex:
         self._facts: dict[str, dict[str, ClassFacts]] = {}
         self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
+        self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -76,6 +77,19 @@ class ProjectIndex:
         self._read(path)
         return self._facts[path]
 
+    def origin(self, qualname: str, depth: int = 0) -> str:
+        """Where a module's name really lives: `pkg.orbits.Orbit`, when `pkg/orbits/__init__.py` imports
+        `Orbit` from `pkg.orbits.transit`, is `pkg.orbits.transit.Orbit` (followed through re-exports)."""
+        module, _, name = qualname.rpartition(".")
+        path = self.path_of(module) if module else None
+        if path is None or depth > 4:
+            return qualname
+        self._read(path)
+        target = self._imports.get(path, {}).get(name)
+        if target is None or target == qualname or target.rpartition(".")[0] == module:
+            return qualname
+        return self.origin(target, depth + 1)
+
     def functions(self, module: str, kind: str) -> frozenset[str]:
         """A module's functions that return only Python values (`kind` "static") or are annotated to
         return a container ("container")."""
@@ -93,6 +107,7 @@ class ProjectIndex:
         self._facts[path] = {}  # while it is read: an import cycle sees no classes
         self._static_fns[path] = frozenset()
         self._container_fns[path] = frozenset()
+        self._imports[path] = {}
         self._reading.append(path)
         try:
             self._model(path)
@@ -116,6 +131,9 @@ class ProjectIndex:
             with open(path, "rb") as f:
                 source = f.read()
             model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source))
+            me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
+            self._imports[path] = {local: absolute(qual, me, is_pkg) for local, qual in model.root.imports.items()
+                                   if local not in model.root.ambiguous_imports}
             self._facts[path] = model.class_facts()
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
@@ -159,13 +177,18 @@ class ProjectIndex:
 
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
-            mod, _, name = full.rpartition(".")
+            if full.rpartition(".")[0] == me:
+                return None
+            mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
         def returns(kind: str) -> Callable[[str], bool]:
             def ask(qualname: str) -> bool:
-                mod, _, name = absolute(qualname, me, is_pkg).rpartition(".")
-                return mod != me and mod in imported and name in self.functions(mod, kind)
+                full = absolute(qualname, me, is_pkg)
+                if full.rpartition(".")[0] not in imported:
+                    return False
+                mod, _, name = self.origin(full).rpartition(".")
+                return mod != me and name in self.functions(mod, kind)
             return ask
 
         return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"))
