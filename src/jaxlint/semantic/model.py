@@ -311,6 +311,8 @@ class ModuleModel:
         node = fn.node
         if not isinstance(node, cst.FunctionDef):
             return False
+        if returns_python_annotation(node):
+            return True
         returns = [r.value for r in _returns(node.body)]
         if not returns or any(r is None for r in returns):
             return False
@@ -398,6 +400,8 @@ class ModuleModel:
         helper = self.summarised_callee(call, values.fn, traced_only=False)
         if helper is None:
             return self._method_returns(call, values)
+        if isinstance(helper.node, cst.FunctionDef) and returns_python_annotation(helper.node):
+            return [False]  # `-> tuple[int, ...]`: dimensions, names — never arrays
         if id(call) in self._calls_busy:
             return None  # (`x = step(x)`: asking about x asks about this call again)
         ref = self.resolve_callable(call.func, values.fn)
@@ -692,6 +696,33 @@ def _alias_value(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
         return None
     value = found[0].assigned
     return value if isinstance(value, (cst.Name, cst.Attribute, cst.Call)) else None
+
+
+def returns_python_annotation(node: cst.FunctionDef) -> bool:
+    """Whether a def is annotated to return a string or a sequence of ints, strings or bools
+    (`-> tuple[int, ...] | None`): dimensions and names, which a trace cannot make arrays. (`-> int` and
+    `-> float` are not enough: losses and counts computed with jnp are annotated so.)"""
+    ann = node.returns.annotation if node.returns is not None else None
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr) and _is_none(ann.right):
+        ann = ann.left
+    if isinstance(ann, cst.Subscript) and dotted(ann.value) in ("Optional", "typing.Optional") and len(ann.slice) == 1 \
+            and isinstance(ann.slice[0].slice, cst.Index):
+        ann = ann.slice[0].slice.value
+    if ann is None:
+        return False
+    if dotted(ann) == "str":
+        return True
+    if not isinstance(ann, cst.Subscript) or (dotted(ann.value) or "").split(".")[-1] not in (
+            "tuple", "Tuple", "list", "List", "Sequence"):
+        return False
+    items = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+    return len(items) == len(ann.slice) and bool(items) and all(
+        isinstance(i, cst.Ellipsis) or dotted(i) in ("int", "str", "bool") for i in items) \
+        and not all(isinstance(i, cst.Ellipsis) for i in items)
+
+
+def _is_none(e: cst.BaseExpression) -> bool:
+    return isinstance(e, cst.Name) and e.value == "None"
 
 
 def returns_container(node: cst.FunctionDef) -> bool:
