@@ -48,6 +48,7 @@ class ProjectIndex:
         self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
+        self._tracer_fns: dict[str, frozenset[str]] = {}  # per file: functions returning `isinstance(x, Tracer)`
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -91,13 +92,13 @@ class ProjectIndex:
         return self.origin(target, depth + 1)
 
     def functions(self, module: str, kind: str) -> frozenset[str]:
-        """A module's functions that return only Python values (`kind` "static") or are annotated to
-        return a container ("container")."""
+        """A module's functions that return only Python values (`kind` "static"), are annotated to
+        return a container ("container"), or test whether their argument is a tracer ("tracer")."""
         path = self.path_of(module)
         if path is None:
             return frozenset()
         self._read(path)
-        return (self._static_fns if kind == "static" else self._container_fns)[path]
+        return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns}[kind][path]
 
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
@@ -107,6 +108,7 @@ class ProjectIndex:
         self._facts[path] = {}  # while it is read: an import cycle sees no classes
         self._static_fns[path] = frozenset()
         self._container_fns[path] = frozenset()
+        self._tracer_fns[path] = frozenset()
         self._imports[path] = {}
         self._reading.append(path)
         try:
@@ -137,6 +139,7 @@ class ProjectIndex:
             self._facts[path] = model.class_facts()
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
+            self._tracer_fns[path] = model.tracer_testing()
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
@@ -191,7 +194,7 @@ class ProjectIndex:
                 return mod != me and name in self.functions(mod, kind)
             return ask
 
-        return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"))
+        return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"))
 
 
 def needs_project(findings: list) -> bool:

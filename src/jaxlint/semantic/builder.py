@@ -369,7 +369,7 @@ class _Builder:
         self.branches = branches
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
-            self.guards = self.guards | _flag_tests(node.test, False)
+            self.guards = self.guards | _flag_tests(node.test, False) | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:

@@ -17,7 +17,7 @@ from ..jaxapi import (
     Transform,
 )
 from ..syntax import _returns, annotation_name, dotted, iter_children, only_called
-from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options
+from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
 from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
 from .traced import _Tracer, ExternalCall, _dead, _pallas_refs
@@ -609,7 +609,32 @@ class ModuleModel:
             if node is not None:  # inside a comprehension, its static variables shadow the function's
                 values._static_override |= values.comprehension_static(node)
         values._use_order = next((int(g[1:]) for g in guards if g.startswith("@")), None)
+        for g in guards:
+            if g.startswith("exit:"):  # after `if is_tracer(x): return`, x is a concrete value
+                test = self.if_tests.get(int(g[5:]))
+                tested = self.tracer_tested(test[0], test[1]) if test is not None else None
+                if tested is not None:
+                    values._static_override.add(tested)
         return values
+
+    def tracer_tested(self, e: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        """The name a test is true for only when it holds a tracer: `isinstance(x, jax.core.Tracer)`, or a
+        call of a function (here or in another project file) that returns just that for its argument."""
+        tested = tracer_test(e)
+        if tested is not None or not isinstance(e, cst.Call) or len(e.args) != 1 \
+                or not isinstance(e.args[0].value, cst.Name) or e.args[0].keyword is not None:
+            return tested
+        ref = self.resolve_callable(e.func, scope)
+        if ref is not None:
+            return e.args[0].value.value if _tests_for_tracer(ref.fn) else None
+        qual = self.resolve(e.func, scope)
+        if qual is not None and self.project is not None and self.project.tracer_test(qual):
+            return e.args[0].value.value
+        return None
+
+    def tracer_testing(self) -> frozenset[str]:
+        """Module-level functions that only return `isinstance(arg, jax.core.Tracer)`."""
+        return frozenset(name for name, fn in self.root.defs.items() if _tests_for_tracer(fn))
 
     def is_local(self, name: str, scope: Scope) -> bool:
         fn = scope.function_scope()
@@ -696,6 +721,14 @@ def _alias_value(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
         return None
     value = found[0].assigned
     return value if isinstance(value, (cst.Name, cst.Attribute, cst.Call)) else None
+
+
+def _tests_for_tracer(fn: FunctionInfo) -> bool:
+    """`def is_tracer(x): return isinstance(x, jax.core.Tracer)`."""
+    if not isinstance(fn.node, cst.FunctionDef) or not fn.params or fn.is_method:
+        return False
+    returns = [r.value for r in _returns(fn.node.body)]
+    return len(returns) == 1 and returns[0] is not None and tracer_test(returns[0]) == fn.params[0].name
 
 
 def returns_python_annotation(node: cst.FunctionDef) -> bool:

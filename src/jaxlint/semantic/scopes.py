@@ -83,6 +83,8 @@ class ProjectClasses:
     static_return: "Callable[[str], bool]" = lambda qualname: False
     # Whether a function of another project file is annotated to return a Python container (`-> list`).
     container_return: "Callable[[str], bool]" = lambda qualname: False
+    # Whether a function of another project file only returns `isinstance(arg, jax.core.Tracer)`.
+    tracer_test: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)

@@ -17,8 +17,8 @@ from ..jaxapi import (
     STATIC_CALLS,
     TREE_MAPS,
 )
-from ..syntax import _returns, container_path, _flatten, _is_literal, _target_names, dotted
-from .builder import _scalar_guard_names, tracer_test
+from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
+from .builder import _scalar_guard_names
 from .scopes import FunctionInfo
 
 if TYPE_CHECKING:
@@ -177,14 +177,10 @@ class Values:
         names = set(_scalar_guard_names(e))
         if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
             return names | self._scalar_guards(e.left) | self._scalar_guards(e.right)
-        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) and isinstance(e.expression, cst.Call):
-            call = e.expression
-            ref = self.m.resolve_callable(call.func, self.fn)
-            if ref is not None and isinstance(ref.fn.node, cst.FunctionDef) and len(call.args) == 1 \
-                    and isinstance(call.args[0].value, cst.Name) and ref.fn.params:
-                returns = [r.value for r in _returns(ref.fn.node.body)]
-                if len(returns) == 1 and returns[0] is not None and tracer_test(returns[0]) == ref.fn.params[0].name:
-                    names.add(call.args[0].value.value)
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            tested = self.m.tracer_tested(e.expression, self.fn)
+            if tested is not None:
+                names.add(tested)
         return names
 
     def name_traced(self, name: str) -> bool:
