@@ -450,6 +450,8 @@ class Values:
                 return False
             if qual.startswith("numpy.") or qual.startswith("math."):
                 return False  # conversion to NumPy fails on a tracer, or the call is static
+            if qual in ("builtins.set", "builtins.frozenset"):
+                return False  # tracers are unhashable: a set built under a trace holds keys or static values
             if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
                 return False  # psum of a Python constant is the axis size times it, a Python number
             if qual.startswith(STAGING_MODULES) or qual in PARAMETER_GETTERS:
