@@ -823,11 +823,12 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
 
     def by_position(spec: Optional[cst.BaseExpression]) -> None:
         """`in_axes=(None, 0)` / `in_specs=(P(), None)`: the argument at a `None` is passed through."""
-        if isinstance(spec, (cst.Tuple, cst.List)):
+        elements = _spec_elements(spec) if spec is not None else None
+        if elements is not None:
             usable: list[Optional[Param]] = [None] * lead + positional[offset:]
-            for i, el in enumerate(spec.elements):
+            for i, el in enumerate(elements):
                 p = usable[i] if i < len(usable) else None
-                if p is not None and _is_const(el.value, "None"):
+                if p is not None and _is_const(el, "None"):
                     out.add(p.name)
 
     def by_name(expr: cst.BaseExpression) -> bool:
@@ -863,6 +864,26 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
     return out
+
+
+def _spec_elements(spec: cst.BaseExpression, depth: int = 0) -> Optional[list[cst.BaseExpression]]:
+    """The entries of an `in_axes`/`in_specs` sequence, also when built by list arithmetic
+    (`[0] + [None] * 9`); None when they cannot be read."""
+    if depth > 8:
+        return None
+    if isinstance(spec, (cst.Tuple, cst.List)):
+        if any(isinstance(el, cst.StarredElement) for el in spec.elements):
+            return None
+        return [el.value for el in spec.elements]
+    if isinstance(spec, cst.BinaryOperation) and isinstance(spec.operator, cst.Add):
+        left, right = _spec_elements(spec.left, depth + 1), _spec_elements(spec.right, depth + 1)
+        return left + right if left is not None and right is not None else None
+    if isinstance(spec, cst.BinaryOperation) and isinstance(spec.operator, cst.Multiply):
+        seq, times = (spec.left, spec.right) if isinstance(spec.right, cst.Integer) else (spec.right, spec.left)
+        items = _spec_elements(seq, depth + 1) if isinstance(times, cst.Integer) else None
+        count = times.evaluated_value if isinstance(times, cst.Integer) else 0
+        return items * count if items is not None and 0 <= count <= 256 else None
+    return None
 
 
 def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at: Optional[int]) -> CallableRef:
