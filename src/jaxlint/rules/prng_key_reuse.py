@@ -143,13 +143,17 @@ class PrngKeyReuse(Rule):
             return ref is not None and ref in self._state_keys
         return False
 
-    def _calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
-        """Calls in evaluation order (arguments before the call), not entering nested scopes."""
-        out: list[cst.Call] = []
+    def _calls_in(self, node: cst.CSTNode, arms: bool = False) -> list:
+        """Calls in evaluation order (arguments before the call), not entering nested scopes; with `arms`,
+        a conditional expression inside is given whole, in its place, for its arms to be taken apart."""
+        out: list = []
 
         def walk(n: cst.CSTNode) -> None:
             tp = type(n)
             if tp in _NEW_SCOPES:
+                return
+            if arms and tp is cst.IfExp:
+                out.append(n)
                 return
             for child in children(n):
                 walk(child)
@@ -325,9 +329,21 @@ class PrngKeyReuse(Rule):
         self.reports.append(Report(node, f"PRNG key reuse: {text}", fn, subject=subject,
                                    subject_nodes={"first_line": first, "line": node}))
 
-    def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[Container[str]]) -> None:
-        for call in self._calls_in(node):
-            self._consume(call, state, loop_names, node)
+    def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[Container[str]],
+              root: Optional[cst.CSTNode] = None) -> None:
+        root = node if root is None else root
+        for part in self._calls_in(node, arms=True):
+            if isinstance(part, cst.IfExp):
+                # `herm(key) if hermitian else normal(key)`: one arm runs, so the arms do not collide
+                self._expr(part.test, state, loop_names, root)
+                merged = _State(set(), {}, {})
+                for arm in (part.body, part.orelse):
+                    inner = state.copy()
+                    self._expr(arm, inner, loop_names, root)
+                    merged.merge(inner)
+                state.keys, state.consumed, state.folded = merged.keys, merged.consumed, merged.folded
+            else:
+                self._consume(part, state, loop_names, root)
 
     def _has_comprehension(self, root: cst.CSTNode) -> bool:
         found = self._comprehension_roots.get(id(root))
