@@ -386,9 +386,9 @@ class JitInLoop(Rule):
             for value in values:
                 if value is None or (isinstance(value, cst.Call) and not self._fresh(value, where, loop)):
                     return name  # a factory call's result (or a tuple unpacked from one)
-                if isinstance(value, cst.Lambda) and self._factory_bound(
+                if isinstance(value, (cst.Lambda, cst.Call)) and self._factory_bound(
                         _free_names(value, None), where, loop, depth + 1):
-                    return name
+                    return name  # a lambda or a partial over something the loop rebuilt that way
             fn = where.model.lookup_function(name, where.scope)
             if fn is not None and loop.encloses(fn.loop_at_def) and self._factory_bound(
                     _free_names(fn.node, fn), where, loop, depth + 1):
