@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import MUTATING_METHODS, TREE_MAPS
+from ..jaxapi import MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
 from ..syntax import contains, iter_children
 from .base import Rule, Where, tracing_phrase
@@ -223,8 +223,12 @@ class GlobalMutation(Rule):
             return True
         if isinstance(value, (cst.Tuple, cst.List)):
             return all(self._untraceable(el.value, where, depth + 1) for el in value.elements)
+        if isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return self._untraceable(value.elt, where, depth + 1)  # `[jnp.shape(x) for x in leaves]`
         if isinstance(value, cst.Call):
             q = model.resolve(value.func, where.scope)
+            if q in STATIC_CALLS and q not in ("builtins.int", "builtins.float", "builtins.bool", "builtins.complex"):
+                return True  # shapes, dtypes, lengths: Python values of any argument
             if q in model.transforms or (isinstance(value.func, cst.Call) and model.transform_of(value.func, where.scope)):
                 return True  # jax.jit(f): a callable
             if q in TREE_MAPS and value.args:
