@@ -57,6 +57,8 @@ class _Builder:
             guards = self.guards
             if loop is None and isinstance(scope, FunctionInfo):
                 guards = guards | {f"@{self.counter}"}  # where it runs in straight-line code (see Values)
+                if self.branches:
+                    self.m.stamp_branches[self.counter] = self.branches
             self.m.records.append(Record(node, scope, loop, guards, self.top))
         handler = _HANDLERS.get(tp)
         if handler is not None:

@@ -52,6 +52,7 @@ class ModuleModel:
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
         self.call_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # id of a call -> the if arms around it
         self.if_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # id of an `if` -> its test, its scope
+        self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self.summaries_final = False
@@ -609,6 +610,8 @@ class ModuleModel:
             if node is not None:  # inside a comprehension, its static variables shadow the function's
                 values._static_override |= values.comprehension_static(node)
         values._use_order = next((int(g[1:]) for g in guards if g.startswith("@")), None)
+        if values._use_order is not None:
+            values._use_arms = self.stamp_branches.get(values._use_order, ())
         for g in guards:
             if g.startswith("exit:"):  # after `if is_tracer(x): return`, x is a concrete value
                 test = self.if_tests.get(int(g[5:]))

@@ -408,6 +408,7 @@ class _Tracer:
                 continue  # a branch that never runs traced calls nothing while tracing
             # in straight-line code, a parameter rebound only further down is still the argument here
             values._use_order = None if id(call) in m.calls_in_loops else m.call_order.get(id(call))
+            values._use_arms = m.call_branches.get(id(call), ())
             qual = m.resolve(call.func, fn)
             if qual is not None and (qual in CALLBACKS or qual in m.transforms or qual in LAX_BODIES):
                 if qual in m.transforms or qual in LAX_BODIES:

@@ -51,6 +51,7 @@ class Values:
         self._locals = fn.local_names
         self._static_override: set[str] = set()
         self._use_order: Optional[int] = None  # source-order stamp of the node asked about, in straight-line code
+        self._use_arms: tuple[tuple[object, bool], ...] = ()  # the if arms around that node
 
     def solve(self) -> None:
         fn = self.fn
@@ -90,12 +91,13 @@ class Values:
         for _ in range(20):
             before = len(names)
             before_trees = len(trees)
-            for (target, value, how), at in zip(fn.events, straight):
+            for (target, value, how), at, arms in zip(fn.events, straight, fn.event_branches):
                 if value is None:
                     continue
                 # a value bound in straight-line code sees a parameter as passed when the parameter is
                 # rebound only further down (`shards = f(indices); ...; indices = jnp.array(indices)`)
-                self._use_order = at
+                # or in the other arm of an `if`
+                self._use_order, self._use_arms = at, arms
                 if how in ("=", "for") and self.is_pytree(value):
                     for n in _target_names(target):
                         trees.add(n)
@@ -110,7 +112,7 @@ class Values:
                     if isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
                         containers.add(target.value)
                     self._bind(target, self._unpack(value), names)
-            self._use_order = None
+            self._use_order, self._use_arms = None, ()
             if len(names) == before and len(trees) == before_trees:
                 break
 
@@ -268,11 +270,14 @@ class Values:
         return False
 
     def _rebound_only_after(self, name: str) -> bool:
-        """Whether every binding of parameter `name` in the body comes after the use being asked about."""
+        """Whether every binding of parameter `name` in the body comes after the use being asked about, or
+        sits in the other arm of an `if` around the use (`if ids: n = segment_sum(...) else: size = max(n)`)."""
         fn = self.fn
         use = self._use_order
         assert use is not None
-        return all(order > use for (target, _v, _h), order in zip(fn.events, fn.event_orders)
+        arms = dict(self._use_arms)
+        return all(order > use or any(isinstance(node, int) and arms.get(node, arm) != arm for node, arm in branches)
+                   for (target, _v, _h), order, branches in zip(fn.events, fn.event_orders, fn.event_branches)
                    if name in _target_names(target))
 
     def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
