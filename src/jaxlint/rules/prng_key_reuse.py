@@ -273,6 +273,11 @@ class PrngKeyReuse(Rule):
                     self._report(call, f"`{key}` was already folded in by `{_callee(fold)}`, and `split(key, n)[i]` "
                                  "equals `fold_in(key, i)` for i < n; split it once and use the split keys.", key, fold)
                     return
+        aligning = fname in _ALIGNING and (
+            key not in state.consumed or isinstance(state.consumed[key], cst.Call)
+            and self._random_fn(state.consumed[key]) in _ALIGNING)  # type: ignore[arg-type]
+        if aligning and key in state.consumed:
+            return  # `x = permutation(key, x); y = permutation(key, y)`: rows of x and y stay paired
         if key in state.consumed:
             first = state.consumed[key]
             if self._result_discarded(first):
@@ -282,7 +287,8 @@ class PrngKeyReuse(Rule):
                          key, first)
             return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
-        if in_loop or (root is not None and self._in_comprehension(call, root, key)):
+        # `[permutation(key, a) for a in arrays]`: one permutation applied to each of several arrays
+        if in_loop or (not aligning and root is not None and self._in_comprehension(call, root, key)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).",
                          key, call)
@@ -593,6 +599,9 @@ def _callee(call: cst.CSTNode) -> str:
             return name
     return "an earlier call"
 
+
+# Samplers whose repeated draws with one key give the same reordering of equally long arrays.
+_ALIGNING = frozenset({"permutation", "shuffle"})
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
