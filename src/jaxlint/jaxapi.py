@@ -189,6 +189,14 @@ CONTAINER_ANNOTATIONS = frozenset(
      "ScalarSequence"}
 )
 
+# Base classes that make a class a Python container: `if not batch:` on one tests its emptiness.
+CONTAINER_BASES = frozenset(
+    {"typing.Mapping", "typing.MutableMapping", "typing.Sequence", "typing.MutableSequence", "typing.Dict",
+     "typing.List", "collections.abc.Mapping", "collections.abc.MutableMapping", "collections.abc.Sequence",
+     "collections.abc.MutableSequence", "collections.OrderedDict", "collections.UserDict", "collections.UserList",
+     "collections.defaultdict", "builtins.dict", "builtins.list"}
+)
+
 # Annotations that name a Python scalar or other non-array: static under equinox's filter transforms.
 NON_ARRAY_ANNOTATIONS = frozenset({"int", "bool", "str", "float", "complex", "Callable", "None", "ScalarSequence"})
 

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..jaxapi import CONTAINER_ANNOTATIONS, PYTREE_BASES, PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS
+from ..jaxapi import CONTAINER_ANNOTATIONS, CONTAINER_BASES, PYTREE_BASES, PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS
 from ..syntax import (
     container_path,
     FuncNode,
@@ -165,7 +165,8 @@ class _Builder:
     def on_classdef(self, node: cst.ClassDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
         qual = node.name.value if scope is self.m.root else f"{scope.qualname}.{node.name.value}"
         cls = ClassInfo("class", node.name.value, qual, scope, node)
-        cls.bases = [self.m.resolve(a.value, scope) or (dotted(a.value) or "") for a in node.bases]
+        heads = [a.value.value if isinstance(a.value, cst.Subscript) else a.value for a in node.bases]  # `Mapping[str, T]`
+        cls.bases = [self.m.resolve(h, scope) or (dotted(h) or "") for h in heads]
         cls.decorators = [self.m.resolve(d.decorator if not isinstance(d.decorator, cst.Call) else d.decorator.func, scope) or "" for d in node.decorators]
         scope.classes[node.name.value] = cls
         for d in node.decorators:
@@ -544,14 +545,17 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
            or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
            for b in cls.bases):
         cls.pytree = True
+    cls.container = any(b in CONTAINER_BASES for b in cls.bases)
     for b in cls.bases:  # a subclass of a registered pytree class (of this module or the project) is one too
         base = model.root.classes.get(b)
+        facts = model.project.lookup(b) if base is None and model.project is not None else None
+        if base is not None and base is not cls and base.container or facts is not None and facts.container:
+            cls.container = True
         if base is not None and base is not cls and base.pytree:
             cls.pytree = True
             cls.fields |= base.fields
             cls.static_fields |= base.static_fields
         elif base is None and model.project is not None:
-            facts = model.project.lookup(b)
             if facts is not None and facts.pytree:
                 cls.pytree = True
                 cls.fields |= facts.fields

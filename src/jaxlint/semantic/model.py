@@ -287,8 +287,49 @@ class ModuleModel:
 
     def class_facts(self) -> dict[str, ClassFacts]:
         """This module's module-level classes as the project's other files see them."""
-        return {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c))
-                for name, c in self.root.classes.items()}
+        facts = {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
+                                  c.container)
+                 for name, c in self.root.classes.items()}
+        for name, values in self.root.assigned.items():  # `StreamDict = NestedDict[chex.Array]`: the class again
+            if name not in facts and len(values) == 1 and values[0] is not None:
+                cls = self.class_named(values[0], self.root)
+                if cls is not None:
+                    facts[name] = facts[cls.name]
+        return facts
+
+    def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
+        """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level
+        alias of either), if it is one of this module's."""
+        for _ in range(4):
+            if isinstance(expr, cst.Subscript):
+                expr = expr.value
+            if not isinstance(expr, cst.Name) or self.owner_of(expr.value, scope) is not self.root:
+                return None
+            cls = self.root.classes.get(expr.value)
+            if cls is not None:
+                return cls
+            values = self.root.assigned.get(expr.value, [])
+            if len(values) != 1 or values[0] is None:
+                return None
+            expr, scope = values[0], self.root
+        return None
+
+    def annotated_container(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
+        """Whether an annotation names a container class of the project (`batch: types.StreamDict`, an
+        alias of a `MutableMapping` subclass), here or in another file."""
+        if ann is None:
+            return False
+        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+            ann = ann.left
+        cls = self.class_named(ann, scope)
+        if cls is not None:
+            return cls.container
+        head = ann.value if isinstance(ann, cst.Subscript) else ann
+        qual = self.resolve(head, scope) if isinstance(head, (cst.Name, cst.Attribute)) else None
+        if qual is None or self.project is None or "." not in qual or qual.startswith("builtins."):
+            return False
+        facts = self.project.lookup(qual)
+        return facts is not None and facts.container
 
     def _static_methods(self, cls: ClassInfo) -> frozenset[str]:
         """Methods of a pytree class that return only Python values for a traced instance and traced

@@ -68,6 +68,7 @@ class ClassFacts:
     # Methods that return only Python values for a traced instance (`def dofs(self) -> int:` summing
     # static fields): `model.dofs()` is static in the other files.
     static_methods: frozenset[str] = frozenset()
+    container: bool = False  # a Mapping, dict, list or Sequence subclass
 
 
 @dataclass
@@ -98,6 +99,7 @@ class ClassInfo(Scope):
     static_fields: set[str] = field(default_factory=set)
     pytree: bool = False
     field_types: dict[str, cst.BaseExpression] = field(default_factory=dict)  # annotated fields, as written
+    container: bool = False  # a Mapping, dict, list or Sequence subclass: its truth is its emptiness
 
 
 @dataclass(eq=False)

@@ -59,7 +59,8 @@ class Values:
         fn.traced_names = names
         trees = set(fn.pytree_params)
         fn.pytree_names = trees
-        containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS}
+        containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS
+                      or p.annotation is not None and self.m.annotated_container(p.annotation_expr, fn.parent or self.m.root)}
         dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS}
         for target, value, how in fn.events:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
