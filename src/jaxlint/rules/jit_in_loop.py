@@ -8,7 +8,7 @@ import libcst as cst
 from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import JIT_LIKE
-from ..semantic import FunctionInfo, LoopInfo
+from ..semantic import FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..syntax import contains, dotted, iter_children
 from .base import Rule, Where
 
@@ -223,6 +223,32 @@ def _distinct_constants(expr: cst.BaseExpression) -> bool:
     return len(set(codes)) == len(codes)
 
 
+def _literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
+    """A table of configurations written in the code: a dict, list or tuple literal, or a name bound
+    once to one at module level (`for name in SETTINGS:`, `for name, cfg in SETTINGS.items():`)."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
+            and expr.func.attr.value in ("keys", "items", "values"):
+        expr = expr.func.value
+    if isinstance(expr, (cst.Dict, cst.List, cst.Tuple)):
+        return bool(expr.elements)
+    if not isinstance(expr, cst.Name):
+        return False
+    root = model.root
+    values = root.assigned.get(expr.value, [])
+    return model.owner_of(expr.value, scope) is root and len(values) == 1 \
+        and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and bool(values[0].elements)
+
+
+def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
+    """A call made once per entry of a table of configurations, with the entry as an argument
+    (`for name in SETTINGS: run(name)`): each call builds what that configuration needs."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not _literal_table(node.iter, where.model, loop.scope):
+        return False
+    items = _names_in(node.target)
+    return any(_names_in(a.value) & items for a in call.args)
+
+
 def _names_used_as_keys(node: cst.CSTNode) -> set[str]:
     """Names a body uses as names of things — dict literal keys (`{key: p}`), attribute names
     (`getattr(obj, field)`): they choose code or structure, never data a trace could take."""
@@ -300,8 +326,10 @@ class JitInLoop(Rule):
     `obj.attr` unless `obj` is `self` or was built by a constructor call (`model = MLP(...)`):
     attributes of other objects may be plain functions, the same object on every access. A loop over
     configurations whose item the callable captures — a literal list of constants
-    (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`), or names the code uses as
-    dict keys or attribute names — builds one program per item by design and is not flagged.
+    (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) or a table of settings
+    written in the code, or names the code uses as dict keys or attribute names — builds one program
+    per item by design and is not flagged; nor is a function that jits a def and is called once per
+    entry of such a table (`for name in SETTINGS: run_setting(name)`).
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -404,7 +432,7 @@ class JitInLoop(Rule):
         if not isinstance(node, cst.For) or depth > 4:
             return False
         items = _names_in(node.target)
-        constants = _distinct_constants(node.iter)
+        constants = _distinct_constants(node.iter) or _literal_table(node.iter, where.model, where.scope)
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
         if _free_names(callable_, fn) & items and (
@@ -520,7 +548,7 @@ class JitInLoop(Rule):
             else:
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn
-            if hit:
+            if hit and not _sweep_call(call, loop, where):
                 caller = scope.function_scope()
                 return f"`{caller.qualname}`" if caller is not None else "the module"
         return None
