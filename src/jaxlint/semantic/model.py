@@ -359,7 +359,7 @@ class ModuleModel:
         if not returns or any(r is None for r in returns):
             return False
         if annotation_name(node.returns) not in ("int", "bool", "str") \
-                and not all(_mentions_static_fact(r) for r in returns if r is not None):
+                and not all(_mentions_static_fact(r) or _bound_to_static_fact(fn, r) for r in returns if r is not None):
             return False
         pytrees = {fn.params[0].name} if fn.is_method and fn.params else set()
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
@@ -826,6 +826,15 @@ def _mentions_static_fact(e: cst.BaseExpression) -> bool:
         return True
     e.visit(_Seek())
     return found
+
+
+def _bound_to_static_fact(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
+    """`n = leaves[0].shape[axis]; ...; return n`: a returned local whose every binding reads a shape, a
+    length or a literal (the summary then decides whether it is static)."""
+    if not isinstance(e, cst.Name) or e.value not in fn.assigned or fn.param(e.value) is not None:
+        return False
+    values = fn.assigned[e.value]
+    return bool(values) and all(v is not None and _mentions_static_fact(v) for v in values)
 
 
 def shape_fact(e: cst.BaseExpression) -> bool:
