@@ -18,7 +18,7 @@ from .semantic import ClassFacts, ModuleModel, ProjectClasses
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b"meta_fields", b"register_static",
-                   b"\"static\": True", b"'static': True", b"Static[")
+                   b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields")
 
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
@@ -49,6 +49,7 @@ class ProjectIndex:
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._tracer_fns: dict[str, frozenset[str]] = {}  # per file: functions returning `isinstance(x, Tracer)`
+        self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -93,12 +94,14 @@ class ProjectIndex:
 
     def functions(self, module: str, kind: str) -> frozenset[str]:
         """A module's functions that return only Python values (`kind` "static"), are annotated to
-        return a container ("container"), or test whether their argument is a tracer ("tracer")."""
+        return a container ("container"), test whether their argument is a tracer ("tracer"), or register the class they are given as a
+        pytree ("registers")."""
         path = self.path_of(module)
         if path is None:
             return frozenset()
         self._read(path)
-        return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns}[kind][path]
+        return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns,
+                "registers": self._register_fns}[kind][path]
 
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
@@ -109,6 +112,7 @@ class ProjectIndex:
         self._static_fns[path] = frozenset()
         self._container_fns[path] = frozenset()
         self._tracer_fns[path] = frozenset()
+        self._register_fns[path] = frozenset()
         self._imports[path] = {}
         self._reading.append(path)
         try:
@@ -140,6 +144,7 @@ class ProjectIndex:
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
             self._tracer_fns[path] = model.tracer_testing()
+            self._register_fns[path] = model.registering()
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
@@ -194,7 +199,8 @@ class ProjectIndex:
                 return mod != me and name in self.functions(mod, kind)
             return ask
 
-        return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"))
+        return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"),
+                              returns("registers"))
 
 
 def needs_project(findings: list) -> bool:

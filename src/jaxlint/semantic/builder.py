@@ -38,6 +38,7 @@ class _Builder:
         self.m = model
         self.guards: frozenset[str] = frozenset()
         self.branches: tuple[tuple[object, bool], ...] = ()  # the if/else arms around the walk: (if node, in body)
+        self.eager = False  # inside `with jax.ensure_compile_time_eval():`
         self.counter = 0
         self.top: Optional[int] = None
 
@@ -313,12 +314,18 @@ class _Builder:
         self.guards = saved
 
     def on_with(self, node: cst.With, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        eager = False
         for item in node.items:
             self.walk(item.item, scope, loop)
             if item.asname is not None:
                 self._bind_target(item.asname.name, item.item, scope, loop)
                 self._event(scope, item.asname.name, item.item, "with")
+            if isinstance(item.item, cst.Call) and self.m.resolve(item.item.func, scope) == "jax.ensure_compile_time_eval":
+                eager = True
+        # `with jax.ensure_compile_time_eval():` — jnp calls on concrete values compute concrete values
+        saved, self.eager = self.eager, self.eager or eager
         self.walk(node.body, scope, loop)
+        self.eager = saved
 
     def on_excepthandler(self, node: cst.ExceptHandler, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if node.type is not None:
@@ -409,6 +416,8 @@ class _Builder:
             self.m.call_guards[id(node)] = self.guards
         if self.branches:
             self.m.call_branches[id(node)] = self.branches
+        if self.eager:
+            self.m.eager_calls.add(id(node))
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
             self.m.applied_parent[id(node.func)] = node
@@ -460,6 +469,22 @@ _REGISTER_CALLS = frozenset({
     "jax.tree_util.register_pytree_node", "jax.tree_util.register_pytree_with_keys",
     "jax.tree_util.register_pytree_with_keys_class", "jax.tree_util.register_static",
 })
+
+
+def _project_register_options(cls: ClassInfo, call: cst.Call) -> None:
+    """Keywords of a project decorator that say which fields are aux data, in JAX's words:
+    `aux_fields=("n",)`, `static_fields="n"`, `meta_fields=...` (Ellipsis or True: every field)."""
+    for a in call.args:
+        if a.keyword is None or not any(w in a.keyword.value.lower() for w in ("aux", "static", "meta")) \
+                or "invert" in a.keyword.value.lower():
+            continue
+        value = a.value
+        if isinstance(value, cst.Ellipsis) or isinstance(value, cst.Name) and value.value in ("Ellipsis", "True"):
+            cls.static_fields |= cls.fields
+        else:
+            cls.static_fields.update(_literal_values(value, _str_leaf) or ())
+    if any(a.keyword is not None and "invert" in a.keyword.value.lower() for a in call.args):
+        cls.static_fields = set()  # the selection is turned around: not read
 
 
 def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Scope) -> bool:
@@ -541,6 +566,11 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
                 _register_options(cls, cst.Call(call.func, [a for a in call.args if a.keyword is not None]))
             if qual == "jax.tree_util.register_static":
                 cls.static_fields.update(cls.fields)
+        elif qual is not None and model.registers_pytree(qual):
+            # the project's own `@pytree_dataclass(aux_fields=...)`: a pytree whose options name its aux data
+            cls.pytree = True
+            if call is not None:
+                _project_register_options(cls, call)
     if any(b in PYTREE_BASES or b in ("typing.NamedTuple", "NamedTuple")
            or (b.endswith(("Module", "PyTreeNode")) and b.startswith(("equinox", "flax.struct", "flax.nnx")))
            for b in cls.bases):
@@ -563,6 +593,11 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
     flatten = cls.defs.get("tree_flatten")
     if flatten is not None:
         cls.static_fields |= _flatten_aux(flatten)
+    if cls.pytree and cls.fields and cls.fields <= cls.static_fields:
+        # a pytree without leaves: whatever its properties compute from its fields is a Python value too
+        cls.static_fields |= {name for name, fn in cls.defs.items() if isinstance(fn.node, cst.FunctionDef)
+                              and any(dotted(d.decorator) in ("property", "functools.cached_property", "cached_property")
+                                      for d in fn.node.decorators)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ class ModuleModel:
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
         self.call_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # id of a call -> the if arms around it
         self.if_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # id of an `if` -> its test, its scope
+        self.eager_calls: set[int] = set()  # ids of calls under `with jax.ensure_compile_time_eval():`
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
@@ -676,6 +677,19 @@ class ModuleModel:
             return e.args[0].value.value
         return None
 
+    def registers_pytree(self, qual: str) -> bool:
+        """Whether a decorator of the project (a def of this module, or of another file) registers the class
+        it is given as a pytree: its body calls `register_pytree_node`, `register_dataclass`, …"""
+        fn = self.root.defs.get(qual) if "." not in qual else None
+        if fn is not None:
+            return _registers(fn, self)
+        return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
+            and self.project.registers(qual)
+
+    def registering(self) -> frozenset[str]:
+        """Module-level functions that register the class they are given as a pytree."""
+        return frozenset(name for name, fn in self.root.defs.items() if _registers(fn, self))
+
     def tracer_testing(self) -> frozenset[str]:
         """Module-level functions that only return `isinstance(arg, jax.core.Tracer)`."""
         return frozenset(name for name, fn in self.root.defs.items() if _tests_for_tracer(fn))
@@ -765,6 +779,18 @@ def _alias_value(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
         return None
     value = found[0].assigned
     return value if isinstance(value, (cst.Name, cst.Attribute, cst.Call)) else None
+
+
+def _registers(fn: FunctionInfo, model: "ModuleModel") -> bool:
+    """A function whose first parameter is handed to a JAX pytree registration call in its body."""
+    if not fn.params or fn.is_method or not isinstance(fn.node, cst.FunctionDef):
+        return False
+    first = fn.params[0].name
+    for call in fn.calls:
+        if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == first \
+                and model.resolve(call.func, fn) in _REGISTER_CALLS:
+            return True
+    return False
 
 
 def _tests_for_tracer(fn: FunctionInfo) -> bool:

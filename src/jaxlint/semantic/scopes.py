@@ -86,6 +86,8 @@ class ProjectClasses:
     container_return: "Callable[[str], bool]" = lambda qualname: False
     # Whether a function of another project file only returns `isinstance(arg, jax.core.Tracer)`.
     tracer_test: "Callable[[str], bool]" = lambda qualname: False
+    # Whether a function of another project file registers the class it is given as a pytree.
+    registers: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)

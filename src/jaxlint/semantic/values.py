@@ -460,6 +460,9 @@ class Values:
                 return False  # tracers are unhashable: a set built under a trace holds keys or static values
             if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
                 return False  # psum of a Python constant is the axis size times it, a Python number
+            if id(e) in self.m.eager_calls and qual.startswith(STAGING_MODULES):
+                # under `jax.ensure_compile_time_eval()`: concrete unless given a tracer
+                return any(self.traced(a.value) for a in e.args)
             if qual.startswith(STAGING_MODULES) or qual in PARAMETER_GETTERS:
                 return True
             if qual == "builtins.getattr" and len(e.args) >= 2:
@@ -496,11 +499,13 @@ def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
     """For each binding event of `fn`: its source-order stamp when it runs in straight-line code (no
     loop around it in the body), else None."""
     out: list[Optional[int]] = []
-    for (target, _value, _how), at in zip(fn.events, fn.event_orders):
+    for (target, _value, how), at in zip(fn.events, fn.event_orders):
         in_loop = False
         for name in _target_names(target):
             for order, loop in zip(fn.bind_order.get(name, []), fn.bind_loops.get(name, [])):
-                if order == at and loop is not None:
+                # a `for` target's iterable is evaluated once, before its own loop starts
+                if order == at and loop is not None and not (how == "for" and loop.parent is None
+                                                             and isinstance(loop.node, cst.For) and loop.node.target is target):
                     in_loop = True
         out.append(None if in_loop or not _target_names(target) else at)
     return out
