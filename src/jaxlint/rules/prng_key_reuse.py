@@ -283,6 +283,8 @@ class PrngKeyReuse(Rule):
             if self._result_discarded(first):
                 state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
                 return
+            if loop_names is None and self._fn is not None and self._result_discarded(call, unread=True):
+                return  # this draw is never read in its function: nothing drawn twice is used
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
                          key, first)
             return
@@ -294,9 +296,10 @@ class PrngKeyReuse(Rule):
                          key, call)
         state.consumed[key] = call
 
-    def _result_discarded(self, call: cst.CSTNode) -> bool:
-        """Whether `names = call` is overwritten before any of its names is read (a dead first split,
-        a line pasted twice): then the key it consumed produced nothing that is used."""
+    def _result_discarded(self, call: cst.CSTNode, unread: bool = False) -> bool:
+        """Whether `names = call` (or `names = call * c`) is overwritten before any of its names is read
+        (a dead first split, a line pasted twice) — with `unread`, also when none of them is ever read
+        again: then the key it consumed produced nothing that is used."""
         if self._events is None:
             self._events = []
             for stmt in self._body:
@@ -309,6 +312,9 @@ class PrngKeyReuse(Rule):
         targets = events[start - 1][1]
         assert isinstance(targets, frozenset)
         pending = set(targets)
+        fn = self._fn
+        if unread and isinstance(fn, FunctionInfo) and pending & (fn.declared_global | fn.declared_nonlocal):
+            unread = False  # stored for someone else to read
         depth = 0  # inside an `if` entered after the call, stores may not happen: only loads count
         skipping = 0  # the other branch of an `if` whose branch holds the call never follows it
         for kind, name in events[start + 1:]:
@@ -327,7 +333,7 @@ class PrngKeyReuse(Rule):
                 pending.discard(name)  # type: ignore[arg-type]
                 if not pending:
                     return True
-        return False
+        return unread
 
     def _report(self, node: cst.CSTNode, text: str, key: str, first: cst.CSTNode) -> None:
         fn = self._scope.function_scope()
@@ -485,18 +491,34 @@ class PrngKeyReuse(Rule):
         return state, False
 
 
+def _flowing_calls(value: cst.BaseExpression) -> list[cst.Call]:
+    """The calls whose result reaches only the assigned names: the value itself, or operands of its
+    arithmetic (`normal(key, shape) * scale`)."""
+    if isinstance(value, cst.Call):
+        return [value]
+    if isinstance(value, cst.BinaryOperation):
+        return _flowing_calls(value.left) + _flowing_calls(value.right)
+    if isinstance(value, cst.UnaryOperation):
+        return _flowing_calls(value.expression)
+    return []
+
+
 def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
     """Loads and stores of names in execution order (a value before its targets); a plain
-    `names = call(...)` is marked ("targets", names), ("assigned", id of the call) after its stores."""
-    if isinstance(node, cst.Assign):
-        _events(node.value, out)
+    `names = call(...)` (or `call(...) * c`) is marked ("targets", names), ("assigned", id of the call)
+    after its stores."""
+    if isinstance(node, cst.Assign) or isinstance(node, cst.AnnAssign) and node.value is not None:
+        value = node.value
+        assert value is not None
+        _events(value, out)
         names: list[str] = []
-        for t in node.targets:
-            _target_events(t.target, out)
-            names += _names(t.target)
-        if isinstance(node.value, cst.Call) and names:
-            out.append(("targets", frozenset(names)))
-            out.append(("assigned", id(node.value)))
+        for target in ([t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]):
+            _target_events(target, out)
+            names += _names(target)
+        if names:
+            for call in _flowing_calls(value):
+                out.append(("targets", frozenset(names)))
+                out.append(("assigned", id(call)))
         return
     if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
         if node.value is not None:
