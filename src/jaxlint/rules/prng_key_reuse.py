@@ -283,7 +283,7 @@ class PrngKeyReuse(Rule):
             if self._result_discarded(first):
                 state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
                 return
-            if loop_names is None and self._fn is not None and self._result_discarded(call, unread=True):
+            if self._fn is not None and self._result_discarded(call, unread=True, anywhere=loop_names is not None):
                 return  # this draw is never read in its function: nothing drawn twice is used
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
                          key, first)
@@ -296,10 +296,11 @@ class PrngKeyReuse(Rule):
                          key, call)
         state.consumed[key] = call
 
-    def _result_discarded(self, call: cst.CSTNode, unread: bool = False) -> bool:
+    def _result_discarded(self, call: cst.CSTNode, unread: bool = False, anywhere: bool = False) -> bool:
         """Whether `names = call` (or `names = call * c`) is overwritten before any of its names is read
         (a dead first split, a line pasted twice) — with `unread`, also when none of them is ever read
-        again: then the key it consumed produced nothing that is used."""
+        again (with `anywhere`, read nowhere in the body): then the key it consumed produced nothing
+        that is used."""
         if self._events is None:
             self._events = []
             for stmt in self._body:
@@ -314,7 +315,9 @@ class PrngKeyReuse(Rule):
         pending = set(targets)
         fn = self._fn
         if unread and isinstance(fn, FunctionInfo) and pending & (fn.declared_global | fn.declared_nonlocal):
-            unread = False  # stored for someone else to read
+            return False  # stored for someone else to read
+        if anywhere:  # in a loop, a later pass may read what this one stored: no read at all is asked for
+            return unread and not any(kind == "load" and name in pending for kind, name in events)
         depth = 0  # inside an `if` entered after the call, stores may not happen: only loads count
         skipping = 0  # the other branch of an `if` whose branch holds the call never follows it
         for kind, name in events[start + 1:]:
