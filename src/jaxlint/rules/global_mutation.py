@@ -237,6 +237,10 @@ class GlobalMutation(Rule):
                 return ref is not None and ref.fn.traced and not where.is_traced(value)
             if q in _STRUCTURE_CALLS:
                 return _STRUCTURE_CALLS[q] is None
+            values = where.values
+            returned = model.call_returns(value, values) if values is not None else None
+            if returned is not None and not any(returned):
+                return True  # a helper or method whose summary returns only Python values for these arguments
             # a library function (not JAX's own) of values that hold no tracer builds none either
             return q is not None and not q.startswith(("jax.", "builtins.")) and bool(value.args) \
                 and all(self._untraceable(a.value, where, depth + 1) for a in value.args)
