@@ -53,6 +53,8 @@ def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpre
     return [b.assigned for b in fn.bindings(name)]
 
 
+_CLEAR_CACHES = frozenset({"jax.clear_caches", "equinox.clear_caches"})
+
 _MEMOISING = frozenset({"cached_property", "cache", "lru_cache"})
 
 
@@ -448,7 +450,14 @@ class JitInLoop(Rule):
                 return True
         return False
 
+    def _clears_caches(self, loop: LoopInfo, where: Where) -> bool:
+        """`jax.clear_caches()` in the loop body: every pass is meant to compile afresh (a benchmark)."""
+        return any(where.model.resolve(c.func, s) in _CLEAR_CACHES and loop.encloses(l)
+                   for c, s, l in where.model.all_calls if l is not None)
+
     def _compiles_anyway(self, node: cst.Call, callable_: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
+        if self._clears_caches(loop, where):
+            return True
         applied = where.model.applied_parent.get(id(node))
         if applied is not None and isinstance(applied.func, cst.Attribute) and applied.func.attr.value in ("lower", "trace"):
             return True  # `jax.jit(f).lower(...).compile()`: ahead-of-time compilation per shape or sharding
@@ -588,8 +597,8 @@ class JitInLoop(Rule):
         if loop is None:
             self._check_def_in_called_function(node, fn, where)
             return
-        if fn is not None and self._factory_bound(_free_names(fn.node, fn), where, loop):
-            return  # it closes over a callable the loop builds anew: each pass must compile anyway
+        if fn is not None and self._factory_bound(_free_names(fn.node, fn), where, loop) or self._clears_caches(loop, where):
+            return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
             node,
             "A jitted function defined inside a loop is a new function on every pass, so JAX re-traces and "
