@@ -251,6 +251,20 @@ def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
     return any(_names_in(a.value) & items for a in call.args)
 
 
+def _equal_each_pass(expr: cst.BaseExpression, where: Where) -> bool:
+    """A callable equinox compares by structure and builds equal on every pass: equinox transforms and
+    `jax.tree_util.Partial` of names and attributes (`filter_vmap(Partial(self.sample, kernel))`)."""
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        return True
+    if not isinstance(expr, cst.Call):
+        return False
+    q = where.resolve(expr.func) or ""
+    if not (q.startswith("equinox.filter_") or q == "jax.tree_util.Partial"):
+        return False
+    return all(_equal_each_pass(a.value, where) or isinstance(a.value, (cst.Integer, cst.SimpleString))
+               for a in expr.args)
+
+
 def _names_used_as_keys(node: cst.CSTNode) -> set[str]:
     """Names a body uses as names of things — dict literal keys (`{key: p}`), attribute names
     (`getattr(obj, field)`): they choose code or structure, never data a trace could take."""
@@ -523,6 +537,8 @@ class JitInLoop(Rule):
         why = self._fresh(first.value, where, loop, node)
         if why is None or self._compiles_anyway(node, first.value, where, loop):
             return
+        if where.resolve(node.func) == "equinox.filter_jit" and _equal_each_pass(first.value, where):
+            return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
         fix = edit = None
