@@ -552,7 +552,8 @@ class JitInLoop(Rule):
             edit = Edit(loop.node, hoist_before(loop.node, node, name))
         self.report(
             node,
-            f"`jax.jit` of {why} inside a loop builds a new callable on every pass, so JAX re-traces and "
+            f"`{_short(where.resolve(node.func) or 'jax.jit')}` of {why} inside a loop builds a new callable on "
+            "every pass, so JAX re-traces and "
             "re-compiles each time; create the jitted function once, before the loop.",
             where,
             fix=fix,
@@ -641,6 +642,11 @@ class JitInLoop(Rule):
             where,
             subject={"callable": "", "def": fn.name},
         )
+
+
+def _short(qual: str) -> str:
+    """`jax.jit`, `jax.pmap`, `eqx.filter_jit`: the transform as users write it."""
+    return qual.replace("equinox.", "eqx.", 1) if qual.startswith("equinox.") else qual
 
 
 def _code(node: cst.CSTNode) -> str:
