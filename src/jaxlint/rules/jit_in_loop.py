@@ -345,7 +345,9 @@ class JitInLoop(Rule):
     (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) or a table of settings
     written in the code, or names the code uses as dict keys or attribute names — builds one program
     per item by design and is not flagged; nor is a function that jits a def and is called once per
-    entry of such a table (`for name in SETTINGS: run_setting(name)`).
+    entry of such a table (`for name in SETTINGS: run_setting(name)`). A loop that calls
+    `jax.clear_caches()` recompiles on purpose, and `eqx.filter_jit` of a wrapper built equal on
+    every pass (`filter_vmap(Partial(self.sample, kernel))`) hits equinox's cache: neither is flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching

@@ -84,7 +84,9 @@ class StaleGlobal(Rule):
     module-level functions and classes that reach it) can run before it and another after it; a
     `global` setter that runs once and only then calls the function is not reported. A function
     handed on or stored elsewhere counts as used at any time, and a setter that nothing in the
-    module calls counts as callable at any time.
+    module calls counts as callable at any time. A loop that rebinds a closed-over name to an
+    expression of names it never changes (`env = make_env(name)` on each pass) is taken to rebuild
+    the same value.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
