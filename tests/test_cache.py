@@ -17,7 +17,7 @@ PRINTS = textwrap.dedent(
 
     @jax.jit
     def step(x):
-        print("tracing step")
+        print("step")
         return x * 2
     """
 )
@@ -30,7 +30,7 @@ SLEEPS = textwrap.dedent(
 
     @jax.jit
     def step(x):
-        print("tracing step")
+        print("step")
         time.sleep(60)
         return x * 2
     """

@@ -27,7 +27,7 @@ def repeat_update(params, times):
 
 @jax.jit
 def logged_step(params, grads):
-    print("compiling logged_step")
+    print("logged_step")
     history.append(grads)
     stamp = time.time()
     return params - LEARNING_RATE * grads + 0.0 * stamp
