@@ -45,6 +45,8 @@ CASES = {
     "deep_defs.py": (b"".join(b"    " * i + f"def f{i}(x):\n".encode() for i in range(90)) + b"    " * 90 + b"return x\n",
                      []),
     "truncated.py": (HAZARD[:40], ["syntax-error"]),
+    # locals bound to each other's attributes: following receivers to their classes must stop
+    "alias_cycle.py": (b"import jax\n\n@jax.jit\ndef f(p):\n    x = y.a\n    y = x.b\n    return x.count() + p\n", []),
 }
 
 

@@ -62,6 +62,7 @@ class ModuleModel:
         self._calls_busy: set[int] = set()
         self._wanted = wanted
         self._aliasing: set[str] = set()
+        self._aliases_busy: set[tuple[int, str]] = set()  # local aliases being followed (`x = y.a; y = x.b`)
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
         self.frameworks = Frameworks(self)
         _Builder(self).build()
@@ -415,10 +416,17 @@ class ModuleModel:
                 if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # `data = Data(...)`
                     name = value.func.value
                     return self.root.classes.get(name) if self.owner_of(name, s) is self.root else None
-                if isinstance(value, cst.Name) and value.value != expr.value:
-                    return self.class_of(value, s)
-                if isinstance(value, cst.Attribute):
-                    return self._field_class(value, s)
+                key = (id(s), expr.value)
+                if value is None or key in self._aliases_busy:
+                    return None  # (`x = y.a; y = x.b`: a cycle says nothing)
+                self._aliases_busy.add(key)
+                try:
+                    if isinstance(value, cst.Name):
+                        return self.class_of(value, s)
+                    if isinstance(value, cst.Attribute):
+                        return self._field_class(value, s)
+                finally:
+                    self._aliases_busy.discard(key)
                 return None
             s = s.parent
         return None
@@ -504,7 +512,14 @@ class ModuleModel:
                     return (p.annotation_expr, s.parent or self.root) if p.annotation_expr is not None else None
                 if expr.value in s.local_names:
                     value = _alias_value(s, expr.value)  # `kp = model.params`: what `model.params` holds
-                    return self._annotation_of(value, s) if isinstance(value, cst.Attribute) else None
+                    key = (id(s), expr.value)
+                    if not isinstance(value, cst.Attribute) or key in self._aliases_busy:
+                        return None
+                    self._aliases_busy.add(key)
+                    try:
+                        return self._annotation_of(value, s)
+                    finally:
+                        self._aliases_busy.discard(key)
                 s = s.parent
             return None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
