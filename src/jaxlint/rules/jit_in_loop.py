@@ -8,7 +8,8 @@ import libcst as cst
 from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import JIT_LIKE
-from ..semantic import FunctionInfo, LoopInfo, ModuleModel, Scope
+from ..semantic import FunctionInfo, LoopInfo
+from ..semantic.loops import distinct_constants, literal_table
 from ..syntax import contains, dotted, iter_children
 from .base import Rule, Where
 
@@ -209,43 +210,11 @@ def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
 
 
 
-def _distinct_constants(expr: cst.BaseExpression) -> bool:
-    """A literal list, tuple or set of distinct constants (`[False, True]`, `("train", "eval")`)."""
-    if not isinstance(expr, (cst.List, cst.Tuple, cst.Set)) or not expr.elements:
-        return False
-    codes = []
-    for el in expr.elements:
-        v = el.value
-        if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus):
-            v = v.expression
-        if not isinstance(el, cst.Element) or not (isinstance(v, (cst.Integer, cst.Float, cst.SimpleString))
-                                                   or isinstance(v, cst.Name) and v.value in ("True", "False", "None")):
-            return False
-        codes.append(cst.Module([]).code_for_node(el.value))
-    return len(set(codes)) == len(codes)
-
-
-def _literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
-    """A table of configurations written in the code: a dict, list or tuple literal, or a name bound
-    once to one at module level (`for name in SETTINGS:`, `for name, cfg in SETTINGS.items():`)."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
-            and expr.func.attr.value in ("keys", "items", "values"):
-        expr = expr.func.value
-    if isinstance(expr, (cst.Dict, cst.List, cst.Tuple)):
-        return bool(expr.elements)
-    if not isinstance(expr, cst.Name):
-        return False
-    root = model.root
-    values = root.assigned.get(expr.value, [])
-    return model.owner_of(expr.value, scope) is root and len(values) == 1 \
-        and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and bool(values[0].elements)
-
-
 def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
     """A call made once per entry of a table of configurations, with the entry as an argument
     (`for name in SETTINGS: run(name)`): each call builds what that configuration needs."""
     node = loop.node
-    if not isinstance(node, cst.For) or not _literal_table(node.iter, where.model, loop.scope):
+    if not isinstance(node, cst.For) or not literal_table(node.iter, where.model, loop.scope):
         return False
     items = _names_in(node.target)
     return any(_names_in(a.value) & items for a in call.args)
@@ -450,7 +419,7 @@ class JitInLoop(Rule):
         if not isinstance(node, cst.For) or depth > 4:
             return False
         items = _names_in(node.target)
-        constants = _distinct_constants(node.iter) or _literal_table(node.iter, where.model, where.scope)
+        constants = distinct_constants(node.iter) or literal_table(node.iter, where.model, where.scope)
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
         if _free_names(callable_, fn) & items and (

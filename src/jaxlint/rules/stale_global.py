@@ -6,8 +6,8 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
-from ..jaxapi import IMPURE_CALLS, IMPURE_PREFIXES
-from ..syntax import _target_names, iter_children
+from ..syntax import iter_children
+from ..semantic.loops import loop_invariant
 from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
 
@@ -247,35 +247,13 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
         if loop is None or order < fn.order or _shared_loop(loop, fn.loop_at_def):
             continue
         value = values[i] if i < len(values) else None
-        if value is not None and _loop_invariant(value, loop, model, owner):
+        if value is not None and loop_invariant(value, loop, model, owner):
             continue  # `env = make_env(cfg)` on every pass, from names the loop never changes: the same value
         for call, scope, call_loop in model.all_calls:
             if (scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
                     and call.func.value == fn.name):
                 return loop
     return None
-
-
-def _loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, scope: Scope) -> bool:
-    """Whether an expression gives the same value on every pass of `loop`: it reads nothing the loop binds
-    (nor its target) and calls nothing random, clock-like or impure."""
-    varying = set(loop.bound)
-    node = loop.node
-    if isinstance(node, cst.For):
-        varying |= set(_target_names(node.target))
-    stack: list[cst.CSTNode] = [value]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name) and n.value in varying:
-            return False
-        if isinstance(n, cst.Call):
-            q = model.resolve(n.func, scope) or ""
-            if q in IMPURE_CALLS or q.startswith(IMPURE_PREFIXES + ("jax.random.", "time.")):
-                return False
-        if isinstance(n, (cst.Lambda, cst.BaseComp)):
-            return False
-        stack.extend(iter_children(n))
-    return True
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:

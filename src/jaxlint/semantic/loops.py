@@ -1,0 +1,63 @@
+"""Facts about loops that rules ask: what a loop iterates over, and what stays the same on every pass."""
+from __future__ import annotations
+
+import libcst as cst
+
+from ..jaxapi import IMPURE_CALLS, IMPURE_PREFIXES
+from ..syntax import _target_names, iter_children
+from .model import ModuleModel
+from .scopes import LoopInfo, Scope
+
+
+def distinct_constants(expr: cst.BaseExpression) -> bool:
+    """A literal list, tuple or set of distinct constants (`[False, True]`, `("train", "eval")`)."""
+    if not isinstance(expr, (cst.List, cst.Tuple, cst.Set)) or not expr.elements:
+        return False
+    codes = []
+    for el in expr.elements:
+        v = el.value
+        if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus):
+            v = v.expression
+        if not isinstance(el, cst.Element) or not (isinstance(v, (cst.Integer, cst.Float, cst.SimpleString))
+                                                   or isinstance(v, cst.Name) and v.value in ("True", "False", "None")):
+            return False
+        codes.append(cst.Module([]).code_for_node(el.value))
+    return len(set(codes)) == len(codes)
+
+
+def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
+    """A table of configurations written in the code: a dict, list or tuple literal, or a name bound
+    once to one at module level (`for name in SETTINGS:`, `for name, cfg in SETTINGS.items():`)."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
+            and expr.func.attr.value in ("keys", "items", "values"):
+        expr = expr.func.value
+    if isinstance(expr, (cst.Dict, cst.List, cst.Tuple)):
+        return bool(expr.elements)
+    if not isinstance(expr, cst.Name):
+        return False
+    root = model.root
+    values = root.assigned.get(expr.value, [])
+    return model.owner_of(expr.value, scope) is root and len(values) == 1 \
+        and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and bool(values[0].elements)
+
+
+def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, scope: Scope) -> bool:
+    """Whether an expression gives the same value on every pass of `loop`: it reads nothing the loop binds
+    (nor its target) and calls nothing random, clock-like or impure."""
+    varying = set(loop.bound)
+    node = loop.node
+    if isinstance(node, cst.For):
+        varying |= set(_target_names(node.target))
+    stack: list[cst.CSTNode] = [value]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and n.value in varying:
+            return False
+        if isinstance(n, cst.Call):
+            q = model.resolve(n.func, scope) or ""
+            if q in IMPURE_CALLS or q.startswith(IMPURE_PREFIXES + ("jax.random.", "time.")):
+                return False
+        if isinstance(n, (cst.Lambda, cst.BaseComp)):
+            return False
+        stack.extend(iter_children(n))
+    return True
