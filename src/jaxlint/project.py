@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from typing import Callable, Optional
 
 import libcst as cst
@@ -54,6 +55,7 @@ class ProjectIndex:
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
         self._static: Optional[frozenset[str]] = None
+        self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
 
     def path_of(self, module: str) -> Optional[str]:
         """The project file of a module: a given file, else a module file under the files' roots."""
@@ -148,6 +150,21 @@ class ProjectIndex:
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
+    def mentions(self, name: str, besides: str) -> bool:
+        """Whether a given file other than `besides` calls something named `name` (a setter called from a
+        script): a cheap search of `name(`, not a resolution."""
+        if self._texts is None:
+            self._texts = {}
+            for path in self.given.values():
+                try:
+                    with open(path, "rb") as f:
+                        self._texts[path] = f.read()
+                except OSError:
+                    continue
+        word = re.compile(rb"(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(")
+        here = os.path.realpath(besides)
+        return any(word.search(text) for path, text in self._texts.items() if os.path.realpath(path) != here)
+
     def static_names(self) -> frozenset[str]:
         """Names that some pytree class of the project declares static and none declares a leaf (`cache.
         time_axis` on an object passed around as `Any`). Only files that declare static fields are read."""
@@ -200,7 +217,7 @@ class ProjectIndex:
             return ask
 
         return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"),
-                              returns("registers"))
+                              returns("registers"), lambda name: self.mentions(name, path))
 
 
 def needs_project(findings: list) -> bool:

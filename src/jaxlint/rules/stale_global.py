@@ -83,8 +83,9 @@ class StaleGlobal(Rule):
     to bottom, a rebinding is reported only when some call of the function (followed through the
     module-level functions and classes that reach it) can run before it and another after it; a
     `global` setter that runs once and only then calls the function is not reported. A function
-    handed on or stored elsewhere counts as used at any time, and a setter that nothing in the
-    module calls counts as callable at any time. A loop that rebinds a closed-over name to an
+    handed on or stored elsewhere counts as used at any time. A setter that nothing in the project
+    calls (no other file mentions it) rebinds nothing and is not reported; linted alone, a file's
+    setter counts as callable at any time. A loop that rebinds a closed-over name to an
     expression of names it never changes (`env = make_env(name)` on each pass) is taken to rebuild
     the same value.
 
@@ -189,6 +190,8 @@ class StaleGlobal(Rule):
                         continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
                     if self._set_once_before_use(name, other, fn, model):
                         continue
+                    if self._never_called(other, model):
+                        continue  # a setter nothing in the project calls rebinds nothing
                     if other is fn:
                         return f"`{fn.qualname}` itself rebinds it with `global`"
                     return f"`{other.qualname}` rebinds it with `global`"
@@ -211,6 +214,15 @@ class StaleGlobal(Rule):
         if uses is not None and closure:
             uses.lasting = True  # a closure made by a call may be kept and run later
         return uses
+
+    def _never_called(self, setter: FunctionInfo, model: ModuleModel) -> bool:
+        """A module-level setter that this module never mentions and no other file of the project does
+        either (only known in a project run: alone, a file's setter may be called from anywhere)."""
+        if setter.parent is not model.root or model.root.defs.get(setter.name) is not setter or model.project is None:
+            return False
+        if self._module_uses(model).refs.get(setter.name):
+            return False
+        return not model.project.mentioned_elsewhere(setter.name)
 
     def _set_once_before_use(self, name: str, other: FunctionInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
         """Whether `other` (a setter with `global name`) runs at most once, from straight-line module code,

@@ -88,6 +88,8 @@ class ProjectClasses:
     tracer_test: "Callable[[str], bool]" = lambda qualname: False
     # Whether a function of another project file registers the class it is given as a pytree.
     registers: "Callable[[str], bool]" = lambda qualname: False
+    # Whether another file of the project calls something by this name (who may call a setter).
+    mentioned_elsewhere: "Callable[[str], bool]" = lambda name: True
 
 
 @dataclass(eq=False)
