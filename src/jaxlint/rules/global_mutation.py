@@ -12,6 +12,9 @@ from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.
 # (`update`, `pop`, `clear` are also names of pure functional APIs, e.g. an optax optimizer's `update`.)
+# Container methods that return None: a call whose result is used is some other object's method.
+_RETURNS_NONE = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "add", "discard", "update",
+                           "clear", "remove", "sort", "reverse"})
 _CONTAINER_ONLY = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "setdefault", "add", "discard"})
 _CONTAINER_FACTORIES = frozenset(
     {
@@ -375,7 +378,14 @@ class GlobalMutation(Rule):
 
     # ---- visitors ---------------------------------------------------------------------------
 
+    @property
+    def _assigned_calls(self) -> set[int]:
+        """Ids of calls whose result an assignment binds (visited before the call itself)."""
+        return self.__dict__.setdefault("_assigned_ids", set())
+
     def visit_Assign(self, node: cst.Assign, where: Where) -> None:
+        if isinstance(node.value, cst.Call):
+            self._assigned_calls.add(id(node.value))
         for t in node.targets:
             self._check_target(t.target, node, [node.value], where)
 
@@ -410,6 +420,8 @@ class GlobalMutation(Rule):
         if root is None or where.model.is_ref(root.value, where.scope):
             return
         method = func.attr.value
+        if method in _RETURNS_NONE and id(node) in self._assigned_calls:
+            return  # `updates, state = optimizer.update(grads, state)`: a used result is no `dict.update`
         values = [a.value for a in node.args]
         positional = [a for a in node.args if a.keyword is None and not a.star]
         lo, hi = _ARITY.get(method, (0, 0))

@@ -585,7 +585,8 @@ class JitInLoop(Rule):
         if loop is None:
             self._check_def_in_called_function(node, fn, where)
             return
-        if fn is not None and self._factory_bound(_free_names(fn.node, fn), where, loop) or self._clears_caches(loop, where):
+        if fn is not None and (self._factory_bound(_free_names(fn.node, fn), where, loop)
+                               or self._captures_item(cst.Name(fn.name), where, loop)) or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
             node,

@@ -60,11 +60,16 @@ class Values:
         trees = set(fn.pytree_params)
         fn.pytree_names = trees
         containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS
-                      or p.annotation is not None and self.m.annotated_container(p.annotation_expr, fn.parent or self.m.root)}
+                      or p.annotation is not None and self.m.annotated_container(p.annotation_expr, fn.parent or self.m.root)
+                      # `program_ids=()`: an array is never defaulted to a literal container
+                      or isinstance(p.default, (cst.Tuple, cst.List, cst.Dict)) and not p.star}
         dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS}
         for target, value, how in fn.events:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
                 dicts.add(target.value)
+            if isinstance(target, (cst.Tuple, cst.List)):  # `w, *rest = params`: `rest` is a Python list
+                containers.update(el.value.value for el in target.elements
+                                  if isinstance(el, cst.StarredElement) and isinstance(el.value, cst.Name))
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, cst.Call) \
                     and (self.m.resolve(value.func, fn) in LIST_RETURNING or self.m.returns_container_call(value, fn)):
                 containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
