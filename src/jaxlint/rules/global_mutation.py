@@ -86,6 +86,67 @@ def _mentions(node: cst.CSTNode, name: str) -> bool:
 
 
 
+def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -> bool:
+    """`model.params = params; out = model.generate(batch)` in a traced function: the object's own method
+    reads the value within the same trace, and after the function is defined the owner uses the object
+    outside a trace only to store that attribute again or with the value passed explicitly
+    (`model.save_pretrained(dir, params=params)`) — the tracer left on it is never looked at."""
+    fn = where.traced
+    if fn is None or not isinstance(fn.node, cst.FunctionDef) or not isinstance(target.value, cst.Name):
+        return False
+    obj, attr = target.value.value, target.attr.value
+    after_write = False
+    uses_method = False
+    for stmt in fn.node.body.body if isinstance(fn.node.body, cst.IndentedBlock) else ():
+        if after_write and any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)
+                               and isinstance(c.func.value, cst.Name) and c.func.value.value == obj
+                               for c in _walk(stmt)):
+            uses_method = True
+        if contains(stmt, target):
+            after_write = True
+    if not uses_method or owner.node is None:
+        return False
+    traced = [f.node for f in where.model.functions if f.traced and f.node is not None]
+    seen_def = False
+    allowed: set[int] = set()
+    for n in _walk_in_order(owner.node):
+        if n is fn.node:
+            seen_def = True
+            continue
+        if not seen_def:
+            continue
+        if isinstance(n, cst.Assign):  # `model.params = new`: a store replaces the leaked value
+            allowed.update(id(t.target.value) for t in n.targets if isinstance(t.target, cst.Attribute)
+                           and t.target.attr.value == attr and isinstance(t.target.value, cst.Name))
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
+                and any(a.keyword is not None and a.keyword.value == attr for a in n.args):
+            allowed.add(id(n.func.value))  # `model.save_pretrained(dir, params=params)`: given explicitly
+        elif isinstance(n, cst.Name) and n.value == obj and id(n) not in allowed \
+                and not any(contains(t, n) for t in traced):
+            return False  # the object is used again outside a trace: it could read the leaked tracer
+    return True
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(iter_children(n))
+    return out
+
+
+def _walk_in_order(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Every node in source order (a parent before its children)."""
+    out: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(list(iter_children(n))))
+    return out
+
+
 def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:
     return list(node.body) if isinstance(node, cst.IndentedBlock) else [node]
 
@@ -369,6 +430,8 @@ class GlobalMutation(Rule):
         if owner is None:
             return
         if isinstance(target, cst.Attribute) and isinstance(owner, ClassInfo):
+            return
+        if isinstance(target, cst.Attribute) and target.value is root and _consumed_by_own_method(target, owner, where):
             return
         if isinstance(target, cst.Subscript) and self._scratch(root.value, owner, values, where):
             return
