@@ -9,6 +9,7 @@ once more with what the project modules it imports say about their classes.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import re
 from typing import Callable, Optional
@@ -142,7 +143,7 @@ class ProjectIndex:
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._imports[path] = {local: absolute(qual, me, is_pkg) for local, qual in model.root.imports.items()
                                    if local not in model.root.ambiguous_imports}
-            self._facts[path] = model.class_facts()
+            self._facts[path] = {name: _absolute_methods(facts, me) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
             self._tracer_fns[path] = model.tracer_testing()
@@ -218,6 +219,14 @@ class ProjectIndex:
 
         return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"),
                               returns("registers"), lambda name: self.mentions(name, path))
+
+
+def _absolute_methods(facts: ClassFacts, module: str) -> ClassFacts:
+    """A class's method return classes with the module's own classes (`.Name`) made absolute."""
+    if not any(q.startswith(".") for q in facts.method_classes.values()):
+        return facts
+    return dataclasses.replace(facts, method_classes={
+        m: f"{module}{q}" if q.startswith(".") else q for m, q in facts.method_classes.items()})
 
 
 def needs_project(findings: list) -> bool:

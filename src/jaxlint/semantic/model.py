@@ -290,7 +290,7 @@ class ModuleModel:
     def class_facts(self) -> dict[str, ClassFacts]:
         """This module's module-level classes as the project's other files see them."""
         facts = {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
-                                  c.container)
+                                  c.container, self._method_classes(c))
                  for name, c in self.root.classes.items()}
         for name, values in self.root.assigned.items():  # `StreamDict = NestedDict[chex.Array]`: the class again
             if name not in facts and len(values) == 1 and values[0] is not None:
@@ -332,6 +332,28 @@ class ModuleModel:
             return False
         facts = self.project.lookup(qual)
         return facts is not None and facts.container
+
+    def _method_classes(self, cls: ClassInfo) -> dict[str, str]:
+        """Methods annotated to return a class: a name this module imports (its qualified name) or one of
+        its own classes (`.Name`, made absolute by the project index)."""
+        out: dict[str, str] = {}
+        for name, fn in cls.defs.items():
+            node = fn.node
+            if not fn.is_method or not isinstance(node, cst.FunctionDef) or node.returns is None:
+                continue
+            ann = node.returns.annotation
+            if isinstance(ann, cst.SimpleString) and isinstance(ann.evaluated_value, str):
+                try:
+                    ann = cst.parse_expression(ann.evaluated_value)
+                except cst.ParserSyntaxError:
+                    continue
+            if isinstance(ann, cst.Name) and ann.value in self.root.classes:
+                out[name] = "." + ann.value
+            elif isinstance(ann, (cst.Name, cst.Attribute)):
+                qual = self.resolve(ann, self.root)
+                if qual is not None and "." in qual and not qual.startswith(("builtins.", "typing.")):
+                    out[name] = qual
+        return out
 
     def _static_methods(self, cls: ClassInfo) -> frozenset[str]:
         """Methods of a pytree class that return only Python values for a traced instance and traced
@@ -550,10 +572,25 @@ class ModuleModel:
         return self.root.classes.get(qual) if qual is not None and "." not in qual else None
 
     def _project_class_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[ClassFacts]:
-        """What another project file says about the class an annotated parameter or field holds."""
+        """What another project file says about the class an annotated parameter or field holds, or a
+        local bound to what a method of such a class is annotated to return (`sub = vals.subset(...)`)."""
         if self.project is None:
             return None
         qual = self._annotated_qualname(expr, fn)
+        if qual is None and isinstance(expr, cst.Name):
+            s: Optional[Scope] = fn
+            while isinstance(s, FunctionInfo) and expr.value not in s.local_names:
+                s = s.parent
+            value = _alias_value(s, expr.value) if isinstance(s, FunctionInfo) else None
+            key = (id(s), expr.value)
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and key not in self._aliases_busy:
+                self._aliases_busy.add(key)
+                try:
+                    receiver = self._project_class_of(value.func.value, s)  # type: ignore[arg-type]
+                finally:
+                    self._aliases_busy.discard(key)
+                made = receiver.method_classes.get(value.func.attr.value) if receiver is not None else None
+                return self.project.lookup(made) if made is not None else None
         if qual is None or qual in self.root.classes:
             return None
         return self.project.lookup(qual)

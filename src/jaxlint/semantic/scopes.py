@@ -69,6 +69,9 @@ class ClassFacts:
     # static fields): `model.dofs()` is static in the other files.
     static_methods: frozenset[str] = frozenset()
     container: bool = False  # a Mapping, dict, list or Sequence subclass
+    # Methods annotated to return a class (`def _get_subset(self, ...) -> VarValues`): method -> the
+    # class's qualified name (absolute once the project index has read the file).
+    method_classes: "dict[str, str]" = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass
