@@ -143,7 +143,7 @@ class ProjectIndex:
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._imports[path] = {local: absolute(qual, me, is_pkg) for local, qual in model.root.imports.items()
                                    if local not in model.root.ambiguous_imports}
-            self._facts[path] = {name: _absolute_methods(facts, me) for name, facts in model.class_facts().items()}
+            self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
             self._tracer_fns[path] = model.tracer_testing()
@@ -221,12 +221,15 @@ class ProjectIndex:
                               returns("registers"), lambda name: self.mentions(name, path))
 
 
-def _absolute_methods(facts: ClassFacts, module: str) -> ClassFacts:
-    """A class's method return classes with the module's own classes (`.Name`) made absolute."""
-    if not any(q.startswith(".") for q in facts.method_classes.values()):
-        return facts
-    return dataclasses.replace(facts, method_classes={
-        m: f"{module}{q}" if q.startswith(".") else q for m, q in facts.method_classes.items()})
+def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:
+    """A class's method return and field classes made absolute: the module's own (`local:Name`) and
+    those it imports relatively (`.params.Joints`)."""
+    def made_absolute(table: dict[str, str]) -> dict[str, str]:
+        return {k: f"{module}.{q[6:]}" if q.startswith("local:") else absolute(q, module, is_package)
+                for k, q in table.items()}
+
+    return dataclasses.replace(facts, method_classes=made_absolute(facts.method_classes),
+                               field_classes=made_absolute(facts.field_classes))
 
 
 def needs_project(findings: list) -> bool:

@@ -290,7 +290,7 @@ class ModuleModel:
     def class_facts(self) -> dict[str, ClassFacts]:
         """This module's module-level classes as the project's other files see them."""
         facts = {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
-                                  c.container, self._method_classes(c))
+                                  c.container, self._method_classes(c), self._field_classes(c))
                  for name, c in self.root.classes.items()}
         for name, values in self.root.assigned.items():  # `StreamDict = NestedDict[chex.Array]`: the class again
             if name not in facts and len(values) == 1 and values[0] is not None:
@@ -334,26 +334,41 @@ class ModuleModel:
         return facts is not None and facts.container
 
     def _method_classes(self, cls: ClassInfo) -> dict[str, str]:
-        """Methods annotated to return a class: a name this module imports (its qualified name) or one of
-        its own classes (`.Name`, made absolute by the project index)."""
+        """Methods annotated to return a class."""
         out: dict[str, str] = {}
         for name, fn in cls.defs.items():
             node = fn.node
-            if not fn.is_method or not isinstance(node, cst.FunctionDef) or node.returns is None:
-                continue
-            ann = node.returns.annotation
-            if isinstance(ann, cst.SimpleString) and isinstance(ann.evaluated_value, str):
-                try:
-                    ann = cst.parse_expression(ann.evaluated_value)
-                except cst.ParserSyntaxError:
-                    continue
-            if isinstance(ann, cst.Name) and ann.value in self.root.classes:
-                out[name] = "." + ann.value
-            elif isinstance(ann, (cst.Name, cst.Attribute)):
-                qual = self.resolve(ann, self.root)
-                if qual is not None and "." in qual and not qual.startswith(("builtins.", "typing.")):
+            if fn.is_method and isinstance(node, cst.FunctionDef) and node.returns is not None:
+                qual = self._class_annotation(node.returns.annotation)
+                if qual is not None:
                     out[name] = qual
         return out
+
+    def _field_classes(self, cls: ClassInfo) -> dict[str, str]:
+        """Fields annotated with a class."""
+        out: dict[str, str] = {}
+        for name, ann in cls.field_types.items():
+            qual = self._class_annotation(ann)
+            if qual is not None:
+                out[name] = qual
+        return out
+
+    def _class_annotation(self, ann: cst.BaseExpression) -> Optional[str]:
+        """The class an annotation names, for the other files: a name this module imports (its qualified
+        name, maybe relative) or one of its own classes (`local:Name`); the project index makes both
+        absolute."""
+        if isinstance(ann, cst.SimpleString) and isinstance(ann.evaluated_value, str):
+            try:
+                ann = cst.parse_expression(ann.evaluated_value)
+            except cst.ParserSyntaxError:
+                return None
+        if isinstance(ann, cst.Name) and ann.value in self.root.classes:
+            return "local:" + ann.value
+        if isinstance(ann, (cst.Name, cst.Attribute)):
+            qual = self.resolve(ann, self.root)
+            if qual is not None and "." in qual and not qual.startswith(("builtins.", "typing.")):
+                return qual
+        return None
 
     def _static_methods(self, cls: ClassInfo) -> frozenset[str]:
         """Methods of a pytree class that return only Python values for a traced instance and traced
@@ -591,6 +606,10 @@ class ModuleModel:
                     self._aliases_busy.discard(key)
                 made = receiver.method_classes.get(value.func.attr.value) if receiver is not None else None
                 return self.project.lookup(made) if made is not None else None
+        if qual is None and isinstance(expr, cst.Attribute):  # `model.joints`: a field of another file's class
+            owner = self._project_class_of(expr.value, fn)
+            made = owner.field_classes.get(expr.attr.value) if owner is not None else None
+            return self.project.lookup(made) if made is not None else None
         if qual is None or qual in self.root.classes:
             return None
         return self.project.lookup(qual)

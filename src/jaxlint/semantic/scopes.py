@@ -72,6 +72,8 @@ class ClassFacts:
     # Methods annotated to return a class (`def _get_subset(self, ...) -> VarValues`): method -> the
     # class's qualified name (absolute once the project index has read the file).
     method_classes: "dict[str, str]" = field(default_factory=dict, hash=False, compare=False)
+    # Fields annotated with a class (`joints: params.Joints`): field -> the class's qualified name.
+    field_classes: "dict[str, str]" = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass
