@@ -194,8 +194,11 @@ CONTAINER_BASES = frozenset(
     {"typing.Mapping", "typing.MutableMapping", "typing.Sequence", "typing.MutableSequence", "typing.Dict",
      "typing.List", "collections.abc.Mapping", "collections.abc.MutableMapping", "collections.abc.Sequence",
      "collections.abc.MutableSequence", "collections.OrderedDict", "collections.UserDict", "collections.UserList",
-     "collections.defaultdict", "builtins.dict", "builtins.list"}
+     "collections.defaultdict", "builtins.dict", "builtins.list", "builtins.tuple", "typing.NamedTuple"}
 )
+
+# Library names for mappings of arrays: an annotation with one of them is a Python container.
+CONTAINER_ALIASES = frozenset({"haiku.Params", "haiku.State", "haiku.MutableParams", "haiku.MutableState"})
 
 # Annotations that name a Python scalar or other non-array: static under equinox's filter transforms.
 NON_ARRAY_ANNOTATIONS = frozenset({"int", "bool", "str", "float", "complex", "Callable", "None", "ScalarSequence"})
@@ -327,7 +330,8 @@ PYTREE_CLASS_DECORATORS = frozenset({
 # Field annotations that declare an aux-data (static) field of a dataclass pytree: `link_names: Static[tuple]`.
 STATIC_FIELD_ANNOTATIONS = frozenset({"jax_dataclasses.Static"})
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
-                          "flax.nnx.Pytree", "penzai.core.struct.Struct", "simple_pytree.Pytree"})
+                          "flax.nnx.Pytree", "penzai.core.struct.Struct", "simple_pytree.Pytree",
+                          "flax.training.train_state.TrainState"})
 
 # Pallas entry points whose callable receives mutable `Ref`s (kernel operands, pipeline buffers,
 # scratch allocations) rather than arrays: `o_ref[...] = v` inside it is the API, not a hazard.

@@ -360,6 +360,8 @@ class _Builder:
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
         self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test) | _flag_tests(node.test, True)
+        if _disable_jit_test(node.test):
+            self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         branches = self.branches
         # the arm of this `if`, and of every `if flag:` testing the same name (`use_jax` branches agree)
         self.branches = branches + ((id(node), True),) + tuple(
@@ -384,8 +386,13 @@ class _Builder:
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
-        for child in (node.test, node.body, node.orelse):
-            self.walk(child, scope, loop)
+        self.walk(node.test, scope, loop)
+        saved = self.guards
+        # `int(res) if isinstance(res, float) else res`: in the body, `res` is a Python scalar
+        self.guards = saved | _scalar_guard_names(node.test)
+        self.walk(node.body, scope, loop)
+        self.guards = saved
+        self.walk(node.orelse, scope, loop)
 
     def on_assert(self, node: cst.Assert, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -676,6 +683,15 @@ def _always_exits(block: cst.BaseSuite) -> bool:
     else:
         last = None
     return isinstance(last, (cst.Return, cst.Raise))
+
+
+def _disable_jit_test(e: cst.BaseExpression) -> bool:
+    """`jax.config.jax_disable_jit` (or `jax.config.read("jax_disable_jit")`): true only when jit is off."""
+    name = dotted(e) or ""
+    if name.endswith("config.jax_disable_jit"):
+        return True
+    return isinstance(e, cst.Call) and (dotted(e.func) or "").endswith("config.read") and len(e.args) == 1 \
+        and isinstance(e.args[0].value, cst.SimpleString) and e.args[0].value.evaluated_value == "jax_disable_jit"
 
 
 def _flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:

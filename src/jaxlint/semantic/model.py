@@ -10,6 +10,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..jaxapi import (
+    CONTAINER_ALIASES,
     CONTAINER_ANNOTATIONS,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
@@ -323,11 +324,16 @@ class ModuleModel:
             return False
         if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
             ann = ann.left
+        if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").split(".")[-1] == "Optional" \
+                and len(ann.slice) == 1 and isinstance(ann.slice[0].slice, cst.Index):
+            ann = ann.slice[0].slice.value  # `Optional[hk.Params]`
         cls = self.class_named(ann, scope)
         if cls is not None:
             return cls.container
         head = ann.value if isinstance(ann, cst.Subscript) else ann
         qual = self.resolve(head, scope) if isinstance(head, (cst.Name, cst.Attribute)) else None
+        if qual in CONTAINER_ALIASES:
+            return True
         if qual is None or self.project is None or "." not in qual or qual.startswith("builtins."):
             return False
         facts = self.project.lookup(qual)

@@ -576,6 +576,8 @@ def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
     enclosing function known not to be None wherever the function is traced: the branch never runs traced.
     `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced."""
     for g in guards:
+        if g == "eager:" and not fn.transforms & _UNSTAGED:
+            return True  # a branch taken only with jit disabled: jit and lax bodies then run eagerly
         if g.startswith(("true:", "false:")):
             want, _, name = g.partition(":")
             if fn.flags.get(name, want == "true") != (want == "true"):
@@ -589,6 +591,10 @@ def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
     return False
+
+
+# Transforms that trace even with jit disabled (they are not staging): vmap, grad and their kin.
+_UNSTAGED = frozenset({"vmap", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "jvp", "vjp", "linearize"})
 
 
 def _closure_not_none(fn: FunctionInfo, name: str) -> bool:

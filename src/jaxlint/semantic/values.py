@@ -31,6 +31,9 @@ _BOOL_FUNCS = frozenset({
 })
 _STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|count)(_|$)|^(is|has)_", re.I)
 _SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
+# Calls returning (leaves, treedef): the treedef is a Python value.
+_FLATTENS = frozenset({"jax.tree_util.tree_flatten", "jax.tree_util.tree_flatten_with_path", "jax.tree.flatten",
+                       "jax.tree.flatten_with_path"})
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 # Methods no JAX array has: a name they are called on holds a Python container.
 _CONTAINER_METHODS = frozenset({"update", "setdefault", "append", "extend", "popitem"})
@@ -62,8 +65,9 @@ class Values:
         containers = {p.name for p in fn.params if p.annotation in CONTAINER_ANNOTATIONS
                       or p.annotation is not None and self.m.annotated_container(p.annotation_expr, fn.parent or self.m.root)
                       # `program_ids=()`: an array is never defaulted to a literal container
-                      or isinstance(p.default, (cst.Tuple, cst.List, cst.Dict)) and not p.star}
-        dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS}
+                      or isinstance(p.default, (cst.Tuple, cst.List, cst.Dict)) and not p.star
+                      or p.star in ("*", "**")}  # `*args` is a tuple, `**kwargs` a dict
+        dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS or p.star == "**"}
         for target, value, how in fn.events:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
                 dicts.add(target.value)
@@ -129,6 +133,8 @@ class Values:
             returned = self.m.call_returns(value, self)
             if returned is not None:  # `idx, n, is_local = helper(x)`: element by element
                 return list(returned) if len(returned) > 1 else returned[0]
+            if self.m.resolve(value.func, self.fn) in _FLATTENS:  # `leaves, treedef = tree_flatten(x)`
+                return [self.traced(value), False]
         return self.traced(value)
 
     def _elements(self, it: cst.BaseExpression) -> Union[bool, list]:
