@@ -130,6 +130,7 @@ class _Tracer:
         for fn in m.functions:
             if fn.traced and not fn.traced_names:
                 Values(m, fn).solve()
+        solve_containers(m.functions)
         self.complete_roots()
 
     def settle(self) -> None:
@@ -502,6 +503,7 @@ class ArgInfo:
     array: bool = False  # evidently an array (a jnp result, arithmetic, an array-annotated parameter…)
     truth: Optional[bool] = None  # the truthiness of a literal argument (`use_jax=True`)
     name: Optional[str] = None  # the name passed, when the argument is a bare name (`use_jax=use_jax`)
+    container: bool = False  # a Python container (a literal, or a name the caller knows holds one)
 
 
 @dataclass(frozen=True)
@@ -541,6 +543,34 @@ def solve_flags(functions: list[FunctionInfo]) -> None:
                 changed = True
         if not changed:
             break
+
+
+def solve_containers(functions: list[FunctionInfo]) -> None:
+    """Parameters that every traced call site fills with a Python container (`state = {...}` passed on,
+    a parameter annotated `hk.Params`): `if params:` on them tests emptiness."""
+    for f in functions:
+        if not f.traced or f.flags_open or not f.flag_sites:
+            continue
+        common: Optional[set[str]] = None
+        for _caller, offset, bound, args in f.flag_sites.values():
+            site = _site_containers(f, offset, bound, args)
+            common = site if common is None else common & site
+        f.container_names |= (common or set()) - set(f.assigned)
+
+
+def _site_containers(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...]) -> set[str]:
+    if any(a.star for a in args):
+        return set()
+    positional = [p for p in callee.params if p.index is not None]
+    out: set[str] = set()
+    pos = offset
+    for a in args:
+        name = a.keyword if a.keyword is not None else (positional[pos].name if pos < len(positional) else None)
+        if a.keyword is None:
+            pos += 1
+        if name is not None and a.container and name not in bound:
+            out.add(name)
+    return out
 
 
 def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
@@ -683,8 +713,10 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
 
     def one(star: str, kw: Optional[str], value: cst.BaseExpression) -> ArgInfo:
         t = values is not None and values.traced(value)
+        container = isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)) or (
+            isinstance(value, cst.Name) and fn is not None and value.value in fn.container_names)
         return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value),  # type: ignore[union-attr]
-                       literal_truth(value), value.value if isinstance(value, cst.Name) else None)
+                       literal_truth(value), value.value if isinstance(value, cst.Name) else None, container)
 
     for a in call.args:
         if a.star == "*":
