@@ -223,15 +223,16 @@ def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
 def _equal_each_pass(expr: cst.BaseExpression, where: Where) -> bool:
     """A callable equinox compares by structure and builds equal on every pass: equinox transforms and
     `jax.tree_util.Partial` of names and attributes (`filter_vmap(Partial(self.sample, kernel))`)."""
-    if isinstance(expr, (cst.Name, cst.Attribute)):
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Integer, cst.SimpleString)):
         return True
+    if isinstance(expr, (cst.Tuple, cst.List)):  # `in_axes=(0, 0, None)`
+        return all(_equal_each_pass(el.value, where) for el in expr.elements)
     if not isinstance(expr, cst.Call):
         return False
     q = where.resolve(expr.func) or ""
     if not (q.startswith("equinox.filter_") or q == "jax.tree_util.Partial"):
         return False
-    return all(_equal_each_pass(a.value, where) or isinstance(a.value, (cst.Integer, cst.SimpleString))
-               for a in expr.args)
+    return all(_equal_each_pass(a.value, where) for a in expr.args)
 
 
 def _names_used_as_keys(node: cst.CSTNode) -> set[str]:
