@@ -242,6 +242,34 @@ def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
     return False
 
 
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The node and every node under it, in source order (a parent before its children)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(children(n)))
+
+
+def plain_annotation(ann: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    """An annotation as an expression, unquoted (`"Model"`) and without its optionality (`Optional[X]`,
+    `X | None`, `None | X` are X); None when a quoted one does not parse."""
+    if isinstance(ann, cst.SimpleString):
+        text = ann.evaluated_value
+        if not isinstance(text, str):
+            return None
+        try:
+            ann = cst.parse_expression(text)
+        except cst.ParserSyntaxError:
+            return None
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        return plain_annotation(ann.right if _is_const(ann.left, "None") else ann.left)
+    if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").split(".")[-1] == "Optional" \
+            and len(ann.slice) == 1 and isinstance(ann.slice[0].slice, cst.Index):
+        return plain_annotation(ann.slice[0].slice.value)
+    return ann
+
+
 def only_called(node: Optional[cst.CSTNode], name: str) -> bool:
     """Whether every read of `name` in a body (nested functions included) is the callee of a call."""
     if node is None:

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..jaxapi import MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
-from ..syntax import contains, iter_children
+from ..syntax import contains, descendants, iter_children
 from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.
@@ -100,7 +100,7 @@ def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -
     for stmt in fn.node.body.body if isinstance(fn.node.body, cst.IndentedBlock) else ():
         if after_write and any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute)
                                and isinstance(c.func.value, cst.Name) and c.func.value.value == obj
-                               for c in _walk(stmt)):
+                               for c in descendants(stmt)):
             uses_method = True
         if contains(stmt, target):
             after_write = True
@@ -109,7 +109,7 @@ def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -
     traced = [f.node for f in where.model.functions if f.traced and f.node is not None]
     seen_def = False
     allowed: set[int] = set()
-    for n in _walk_in_order(owner.node):
+    for n in descendants(owner.node):
         if n is fn.node:
             seen_def = True
             continue
@@ -125,26 +125,6 @@ def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -
                 and not any(contains(t, n) for t in traced):
             return False  # the object is used again outside a trace: it could read the leaked tracer
     return True
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out, stack = [], [node]
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(iter_children(n))
-    return out
-
-
-def _walk_in_order(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """Every node in source order (a parent before its children)."""
-    out: list[cst.CSTNode] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(reversed(list(iter_children(n))))
-    return out
 
 
 def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Container, Iterator, Optional, Union
+from typing import Container, Optional, Union
 
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
-from ..syntax import _arg, _target_names, children, contains, dotted, iter_children
+from ..syntax import _arg, _target_names, children, contains, descendants, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -363,7 +363,7 @@ class PrngKeyReuse(Rule):
     def _has_comprehension(self, root: cst.CSTNode) -> bool:
         found = self._comprehension_roots.get(id(root))
         if found is None:
-            found = self._comprehension_roots[id(root)] = any(isinstance(n, _COMPREHENSIONS) for n in _walk(root))
+            found = self._comprehension_roots[id(root)] = any(isinstance(n, _COMPREHENSIONS) for n in descendants(root))
         return found
 
     def _in_comprehension(self, call: cst.Call, root: cst.CSTNode, key: str = "") -> bool:
@@ -629,14 +629,6 @@ def _callee(call: cst.CSTNode) -> str:
 _ALIGNING = frozenset({"permutation", "shuffle"})
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(iter_children(n))
 
 
 def _iterated_source(level: cst.CompFor, name: str) -> Optional[str]:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -17,7 +18,7 @@ from ..jaxapi import (
     TRANSFORMS,
     Transform,
 )
-from ..syntax import _returns, annotation_name, dotted, iter_children, only_called
+from ..syntax import _returns, annotation_name, dotted, iter_children, only_called, plain_annotation
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
 from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
@@ -320,13 +321,9 @@ class ModuleModel:
     def annotated_container(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
         """Whether an annotation names a container class of the project (`batch: types.StreamDict`, an
         alias of a `MutableMapping` subclass), here or in another file."""
+        ann = plain_annotation(ann)  # `Optional[hk.Params]`
         if ann is None:
             return False
-        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
-            ann = ann.left
-        if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").split(".")[-1] == "Optional" \
-                and len(ann.slice) == 1 and isinstance(ann.slice[0].slice, cst.Index):
-            ann = ann.slice[0].slice.value  # `Optional[hk.Params]`
         cls = self.class_named(ann, scope)
         if cls is not None:
             return cls.container
@@ -359,15 +356,11 @@ class ModuleModel:
                 out[name] = qual
         return out
 
-    def _class_annotation(self, ann: cst.BaseExpression) -> Optional[str]:
+    def _class_annotation(self, ann: Optional[cst.BaseExpression]) -> Optional[str]:
         """The class an annotation names, for the other files: a name this module imports (its qualified
         name, maybe relative) or one of its own classes (`local:Name`); the project index makes both
         absolute."""
-        if isinstance(ann, cst.SimpleString) and isinstance(ann.evaluated_value, str):
-            try:
-                ann = cst.parse_expression(ann.evaluated_value)
-            except cst.ParserSyntaxError:
-                return None
+        ann = plain_annotation(ann)
         if isinstance(ann, cst.Name) and ann.value in self.root.classes:
             return "local:" + ann.value
         if isinstance(ann, (cst.Name, cst.Attribute)):
@@ -459,18 +452,14 @@ class ModuleModel:
                 if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # `data = Data(...)`
                     name = value.func.value
                     return self.root.classes.get(name) if self.owner_of(name, s) is self.root else None
-                key = (id(s), expr.value)
-                if value is None or key in self._aliases_busy:
-                    return None  # (`x = y.a; y = x.b`: a cycle says nothing)
-                self._aliases_busy.add(key)
-                try:
+                if not isinstance(value, (cst.Name, cst.Attribute)):
+                    return None
+                with self._following(s, expr.value) as free:
+                    if not free:
+                        return None  # (`x = y.a; y = x.b`: a cycle says nothing)
                     if isinstance(value, cst.Name):
                         return self.class_of(value, s)
-                    if isinstance(value, cst.Attribute):
-                        return self._field_class(value, s)
-                finally:
-                    self._aliases_busy.discard(key)
-                return None
+                    return self._field_class(value, s)
             s = s.parent
         return None
 
@@ -543,6 +532,20 @@ class ModuleModel:
                 pytrees.add(method.params[0].name)
         return self.returns_given(method, params, pytrees)
 
+    @contextmanager
+    def _following(self, fn: Scope, name: str) -> Iterator[bool]:
+        """Follow the local `name` of `fn` to what it was bound to, once: False when it is already being
+        followed (`x = y.a; y = x.b`), so a cycle of aliases ends."""
+        key = (id(fn), name)
+        if key in self._aliases_busy:
+            yield False
+            return
+        self._aliases_busy.add(key)
+        try:
+            yield True
+        finally:
+            self._aliases_busy.discard(key)
+
     def _annotation_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[tuple[cst.BaseExpression, Scope]]:
         """The annotation that says what `expr` holds: a parameter's (`model: js.model.Model`), or a
         field's of the class `self` belongs to (`self.params` with `params: KinDynParameters` in the class
@@ -555,14 +558,10 @@ class ModuleModel:
                     return (p.annotation_expr, s.parent or self.root) if p.annotation_expr is not None else None
                 if expr.value in s.local_names:
                     value = _alias_value(s, expr.value)  # `kp = model.params`: what `model.params` holds
-                    key = (id(s), expr.value)
-                    if not isinstance(value, cst.Attribute) or key in self._aliases_busy:
+                    if not isinstance(value, cst.Attribute):
                         return None
-                    self._aliases_busy.add(key)
-                    try:
-                        return self._annotation_of(value, s)
-                    finally:
-                        self._aliases_busy.discard(key)
+                    with self._following(s, expr.value) as free:
+                        return self._annotation_of(value, s) if free else None
                 s = s.parent
             return None
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
@@ -576,13 +575,7 @@ class ModuleModel:
         if got is None:
             return None
         ann, scope = got
-        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):  # `Model | None`
-            ann = ann.right if isinstance(ann.left, cst.Name) and ann.left.value == "None" else ann.left
-        if isinstance(ann, cst.SimpleString) and isinstance(ann.evaluated_value, str):
-            try:
-                ann = cst.parse_expression(ann.evaluated_value)
-            except cst.ParserSyntaxError:
-                return None
+        ann = plain_annotation(ann)  # `Model | None`, `"Model"`
         if not isinstance(ann, (cst.Name, cst.Attribute)):
             return None
         return self.resolve(ann, scope) or dotted(ann)
@@ -603,13 +596,9 @@ class ModuleModel:
             while isinstance(s, FunctionInfo) and expr.value not in s.local_names:
                 s = s.parent
             value = _alias_value(s, expr.value) if isinstance(s, FunctionInfo) else None
-            key = (id(s), expr.value)
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and key not in self._aliases_busy:
-                self._aliases_busy.add(key)
-                try:
-                    receiver = self._project_class_of(value.func.value, s)  # type: ignore[arg-type]
-                finally:
-                    self._aliases_busy.discard(key)
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                with self._following(s, expr.value) as free:  # type: ignore[arg-type]
+                    receiver = self._project_class_of(value.func.value, s) if free else None  # type: ignore[arg-type]
                 made = receiver.method_classes.get(value.func.attr.value) if receiver is not None else None
                 return self.project.lookup(made) if made is not None else None
         if qual is None and isinstance(expr, cst.Attribute):  # `model.joints`: a field of another file's class
@@ -882,12 +871,7 @@ def returns_python_annotation(node: cst.FunctionDef) -> bool:
     """Whether a def is annotated to return a string or a sequence of ints, strings or bools
     (`-> tuple[int, ...] | None`): dimensions and names, which a trace cannot make arrays. (`-> int` and
     `-> float` are not enough: losses and counts computed with jnp are annotated so.)"""
-    ann = node.returns.annotation if node.returns is not None else None
-    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr) and _is_none(ann.right):
-        ann = ann.left
-    if isinstance(ann, cst.Subscript) and dotted(ann.value) in ("Optional", "typing.Optional") and len(ann.slice) == 1 \
-            and isinstance(ann.slice[0].slice, cst.Index):
-        ann = ann.slice[0].slice.value
+    ann = plain_annotation(node.returns.annotation if node.returns is not None else None)
     if ann is None:
         return False
     if dotted(ann) == "str":
@@ -899,10 +883,6 @@ def returns_python_annotation(node: cst.FunctionDef) -> bool:
     return len(items) == len(ann.slice) and bool(items) and all(
         isinstance(i, cst.Ellipsis) or dotted(i) in ("int", "str", "bool") for i in items) \
         and not all(isinstance(i, cst.Ellipsis) for i in items)
-
-
-def _is_none(e: cst.BaseExpression) -> bool:
-    return isinstance(e, cst.Name) and e.value == "None"
 
 
 def returns_container(node: cst.FunctionDef) -> bool:
