@@ -163,51 +163,51 @@ class PrngKeyReuse(Rule):
         walk(node)
         return out
 
-    def _consumers(self) -> dict[int, set[int]]:
+    def _consumers(self) -> dict[int, set[str]]:
         """Functions of this module that consume a key parameter (sample from it or split it, directly or
-        through another such function): id of the function -> positions of those parameters."""
+        through another such function): id of the function -> names of those parameters."""
         model = self._where.model
         cached = self.__dict__.get("_consumer_cache")
         if cached is not None and cached[0] is model:
             return cached[1]
         # Once per function: the key parameters it samples from or splits itself, and the calls that
         # hand a parameter on to another function of the module (resolved once, not on every pass).
-        plans: list[tuple[int, set[int], list[tuple[int, int, list[tuple[int, int]]]]]] = []
+        plans: list[tuple[int, set[str], list[tuple[int, list[tuple[str, str]]]]]] = []
         for fn in model.functions:
             # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
-            positions = {p.name: p.index for p in fn.params if p.index is not None and p.name not in fn.assigned}
-            if not positions:
+            params = {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
+            if not params:
                 continue
-            direct: set[int] = set()
-            via: list[tuple[int, int, list[tuple[int, int]]]] = []
+            direct: set[str] = set()
+            via: list[tuple[int, list[tuple[str, str]]]] = []
             for call in fn.calls:
                 q = model.resolve(call.func, fn) or ""
                 fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
                 if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
                     name = self._key_arg(call)
-                    if name in positions:
-                        direct.add(positions[name])  # type: ignore[arg-type]
+                    if name in params:
+                        direct.add(name)  # type: ignore[arg-type]
                     continue
-                handed = [(i, positions[a.value.value]) for i, a in
-                          enumerate(a for a in call.args if a.keyword is None and not a.star)
-                          if isinstance(a.value, cst.Name) and a.value.value in positions]
-                if not handed:
+                if not any(isinstance(a.value, cst.Name) and a.value.value in params for a in call.args):
                     continue
                 callee = self._callee(call, fn)
-                if callee is not None:
-                    via.append((id(callee[0]), callee[1], handed))  # type: ignore[arg-type]
+                if callee is None:
+                    continue
+                handed = [(param, ref) for param, ref in _handed(call, callee[0], callee[1]) if ref in params]
+                if handed:
+                    via.append((id(callee[0]), handed))
             if direct or via:
                 plans.append((id(fn), direct, via))
-        out: dict[int, set[int]] = {}
+        out: dict[int, set[str]] = {}
         grew = True
         while grew:  # through helpers that hand the key on, to a fixed point
             grew = False
             for fid, direct, via in plans:
                 found = set(direct)
-                for callee_id, offset, handed in via:
+                for callee_id, handed in via:
                     consumed = out.get(callee_id)
                     if consumed:
-                        found.update(pos for i, pos in handed if i + offset in consumed)
+                        found.update(ref for param, ref in handed if param in consumed)
                 if found - out.get(fid, set()):
                     out.setdefault(fid, set()).update(found)
                     grew = True
@@ -232,9 +232,7 @@ class PrngKeyReuse(Rule):
                 return
             fname = callee[0].name
             wanted = self._consumers()[id(callee[0])]
-            positional = [a for a in call.args if a.keyword is None and not a.star]
-            keys = [r for i, a in enumerate(positional) if i + callee[1] in wanted
-                    for r in (_key_ref(a.value),) if r is not None]
+            keys = [ref for param, ref in _handed(call, callee[0], callee[1], refs=True) if param in wanted]
         for key in keys:
             self._consume_key(call, key, fname, state, loop_names, root)
 
@@ -661,3 +659,27 @@ def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _handed(call: cst.Call, callee: FunctionInfo, offset: int, refs: bool = False) -> list[tuple[str, str]]:
+    """The names a call hands to a function's parameters, as (parameter, name): positional arguments
+    after the `offset` already bound, and keywords (`rng=key`). With `refs`, also constant subscripts
+    (`keys[0]`) in their `_key_ref` spelling."""
+    out: list[tuple[str, str]] = []
+    by_position = {p.index: p.name for p in callee.params if p.index is not None}
+    named = {p.name for p in callee.params if not p.star}
+    position = offset
+    for a in call.args:
+        if a.star:
+            if a.star == "*":
+                position = -1  # `*args`: the positions after it are unknown
+            continue
+        if a.keyword is None:
+            param = by_position.get(position) if position >= 0 else None
+            position += 1 if position >= 0 else 0
+        else:
+            param = a.keyword.value if a.keyword.value in named else None
+        ref = _key_ref(a.value) if refs else (a.value.value if isinstance(a.value, cst.Name) else None)
+        if param is not None and ref is not None:
+            out.append((param, ref))
+    return out

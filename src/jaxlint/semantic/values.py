@@ -497,8 +497,9 @@ class Values:
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
             ref = self.m.resolve_callable(e.args[0].value, self.fn)
-            if ref is not None and ref.fn.traced:
-                # the result holds what the callback returns given these trees' leaves (or elements)
+            if ref is not None and isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)):
+                # the result holds what the callback returns given these trees' leaves (or elements);
+                # asked before the callback is marked traced too, so an early round's guess cannot stick
                 given = [p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
                 trees = [a.value for a in e.args[1:] if a.keyword is None and not a.star]
                 returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, trees) if self.traced(t)})
