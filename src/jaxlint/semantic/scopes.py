@@ -130,6 +130,10 @@ class FunctionInfo(Scope):
     cached: bool = False
     transforms: set[str] = field(default_factory=set)
     traced_params: set[str] = field(default_factory=set)
+    # Where traced_params come from: transforms and callers without a call site (only ever grow), and each
+    # traced call site's latest answer (id of the call -> parameters), replaced as its caller is re-solved.
+    seed_params: set[str] = field(default_factory=set)
+    site_params: dict[int, frozenset[str]] = field(default_factory=dict)
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
     declared_static: set[str] = field(default_factory=set)
     # Where a transform is applied to this function: (scope, source-order stamp); -1 for a decorator.

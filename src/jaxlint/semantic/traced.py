@@ -250,7 +250,7 @@ class _Tracer:
                 params = [p for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names]
                 leaves = {p.name for p, tree in zip(params, trees) if values.traced(tree)}
                 ref.fn.helper_sites.add((scope, m.call_order.get(id(call), 0)))
-                self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn)
+                self.mark(ref.fn, leaves, site_fn.abstract, site_fn.cached, "helper", site_fn, call=call)
 
     def seed_derivative_rules(self, call: cst.Call, scope: Scope) -> None:
         """`f.defvjp(fwd, bwd)` / `f.defjvp(jvp)`: the rules run wherever `f` is differentiated, as
@@ -370,9 +370,11 @@ class _Tracer:
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
-             site: Optional[tuple] = None) -> None:
+             site: Optional[tuple] = None, call: Optional[cst.Call] = None) -> None:
         """`site`: (key, caller, offset, bound names, arguments) of a call whose arguments are known;
-        without one, the function is traced from somewhere its flags cannot be read."""
+        without one, the function is traced from somewhere its flags cannot be read. `call`: the traced
+        call site these parameters come from; its answer replaces the one an earlier round gave (an early
+        round asks before callbacks and summaries are known, and a guess made then must not stick)."""
         if site is None:
             fn.flags_open = True
         else:
@@ -392,9 +394,13 @@ class _Tracer:
             grew = True
         if kind not in fn.transforms:
             fn.transforms.add(kind)
-        new = params - fn.traced_params - fn.declared_static
-        if new:
-            fn.traced_params |= new
+        if call is not None:
+            fn.site_params[id(call)] = frozenset(params)
+        else:
+            fn.seed_params |= params
+        now = fn.seed_params.union(*fn.site_params.values()) - fn.declared_static
+        if now != fn.traced_params:
+            fn.traced_params = now
             grew = True
         if caller is not None and fn.target is None:
             fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), _via(caller), _root(caller))
@@ -424,7 +430,7 @@ class _Tracer:
                     elems = [ArgInfo("", None, values.traced(a.value), False) for a in call.args[1:]]
                     traced, _ = _map_args(ref.fn, ref.offset, elems)
                     ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
-                    self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn)
+                    self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, call=call)
                 continue
             if qual in TREE_MAPS:
                 self.seed_call(call, fn, fn, fn.abstract, fn.cached)
@@ -461,7 +467,7 @@ class _Tracer:
             if receiver and ref.offset and ref.fn.is_method:
                 traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
             self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees,
-                      site=None if ref.lead else (id(call), fn, ref.offset, ref.bound_names, tuple(args)))
+                      site=None if ref.lead else (id(call), fn, ref.offset, ref.bound_names, tuple(args)), call=call)
 
     def _custom_derivative(self, fn: FunctionInfo) -> bool:
         """Whether `fn` is decorated with `jax.custom_vjp`/`jax.custom_jvp`."""
