@@ -228,7 +228,12 @@ class PrngKeyReuse(Rule):
             keys = [key] if key is not None else []
         else:
             callee = self._callee(call, self._scope)
-            if callee is None or id(callee[0]) not in self._consumers():
+            if callee is None:
+                key = _sampled_key(call)  # `dist.sample(seed=key)`: a distribution draws from the key
+                if key is not None:
+                    self._consume_key(call, key, call.func.attr.value, state, loop_names, root)  # type: ignore[attr-defined]
+                return
+            if id(callee[0]) not in self._consumers():
                 return
             fname = callee[0].name
             wanted = self._consumers()[id(callee[0])]
@@ -621,6 +626,22 @@ def _callee(call: cst.CSTNode) -> str:
         if name:
             return name
     return "an earlier call"
+
+
+# Methods of distributions (distrax, TensorFlow Probability on JAX, numpyro) that draw from the key they
+# are given as `seed=`/`key=` or first argument.
+_SAMPLE_METHODS = frozenset({"sample", "sample_and_log_prob", "sample_n", "rsample"})
+
+
+def _sampled_key(call: cst.Call) -> Optional[str]:
+    """The key a distribution's sampling method is given (`dist.sample(seed=rngs[1])`, `d.sample(key, (3,))`)."""
+    if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in _SAMPLE_METHODS:
+        return None
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value in ("seed", "key", "rng", "rng_key"):
+            return _key_ref(a.value)
+    first = call.args[0] if call.args else None
+    return _key_ref(first.value) if first is not None and first.keyword is None and not first.star else None
 
 
 # Samplers whose repeated draws with one key give the same reordering of equally long arrays.
