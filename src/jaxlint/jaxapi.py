@@ -181,7 +181,7 @@ STATIC_ATTRS = frozenset(
 
 # Attributes of an array that are arrays again (any other attribute of a traced object that is not a
 # pytree JAX flattened is taken to be Python configuration).
-ARRAY_ATTRS = frozenset({"T", "mT", "H", "real", "imag", "at"})
+ARRAY_ATTRS = frozenset({"T", "mT", "real", "imag", "at"})  # (`.H` is NumPy matrix only)
 
 # Annotations that name a container: truthiness of such a value is static even when its leaves are traced.
 CONTAINER_ANNOTATIONS = frozenset(

@@ -20,7 +20,7 @@ from .semantic import ClassFacts, ModuleModel, ProjectClasses
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b"meta_fields", b"register_static",
-                   b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields")
+                   b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar")
 
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
@@ -57,6 +57,8 @@ class ProjectIndex:
         self._partial: dict[str, None] = {}
         self._static: Optional[frozenset[str]] = None
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
+        self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
+        self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
 
     def path_of(self, module: str) -> Optional[str]:
         """The project file of a module: a given file, else a module file under the files' roots."""
@@ -166,6 +168,31 @@ class ProjectIndex:
         here = os.path.realpath(besides)
         return any(word.search(text) for path, text in self._texts.items() if os.path.realpath(path) != here)
 
+    def static_method(self, name: str) -> bool:
+        """Whether the project's given files define methods named `name` and every one of them returns only
+        Python values (files found by a search for `def name(`, modelled once each)."""
+        known = self._static_methods.get(name)
+        if known is None:
+            self.mentions(name, "")  # reads the given files' text once
+            assert self._texts is not None
+            word = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
+            paths = [p for p, text in self._texts.items() if word.search(text)]
+            answers = [self._method_static(p, name) for p in paths] if 0 < len(paths) <= 12 else [False]
+            known = self._static_methods[name] = bool(answers) and all(a is not False for a in answers) \
+                and any(a for a in answers)
+        return known
+
+    def _method_static(self, path: str, name: str) -> Optional[bool]:
+        key = (path, name)
+        if key not in self._method_answers:
+            try:
+                with open(path, "rb") as f:
+                    model = ModuleModel(cst.parse_module(f.read()), path)
+                self._method_answers[key] = model.method_returns_static(name)
+            except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
+                self._method_answers[key] = False
+        return self._method_answers[key]
+
     def static_names(self) -> frozenset[str]:
         """Names that some pytree class of the project declares static and none declares a leaf (`cache.
         time_axis` on an object passed around as `Any`). Only files that declare static fields are read."""
@@ -182,9 +209,9 @@ class ProjectIndex:
                 if not any(marker in raw for marker in _STATIC_MARKERS):
                     continue
                 for facts in self.classes(mod).values():
-                    if facts.pytree:
-                        static |= facts.static_fields
-                        data |= facts.fields - facts.static_fields
+                    # a plain class's static names are its `ClassVar`s: class attributes, on every instance
+                    static |= facts.static_fields
+                    data |= facts.fields - facts.static_fields
             self._static = frozenset(static - data)
         return self._static
 
@@ -218,7 +245,7 @@ class ProjectIndex:
             return ask
 
         return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"),
-                              returns("registers"), lambda name: self.mentions(name, path))
+                              returns("registers"), lambda name: self.mentions(name, path), self.static_method)
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

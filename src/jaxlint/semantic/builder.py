@@ -561,6 +561,8 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
                     ann = small.annotation.annotation
                     if isinstance(ann, cst.Subscript) and model.resolve(ann.value, scope) in STATIC_FIELD_ANNOTATIONS:
                         cls.static_fields.add(small.target.value)  # `link_names: jax_dataclasses.Static[tuple]`
+                    if model.resolve(ann.value if isinstance(ann, cst.Subscript) else ann, scope) == "typing.ClassVar":
+                        cls.static_fields.add(small.target.value)  # `tangent_dim: ClassVar[int]`: a class attribute, no field
     for d in node.decorators:
         expr = d.decorator
         call = expr if isinstance(expr, cst.Call) else None

@@ -377,6 +377,15 @@ class ModuleModel:
         return frozenset(name for name, fn in cls.defs.items()
                          if fn.is_method and not fn.decorators and fn.params and self._returns_only_python(fn))
 
+    def method_returns_static(self, name: str) -> Optional[bool]:
+        """Whether every method `name` of this module's classes returns only Python values for a traced
+        instance and traced arguments; None when no class here defines one."""
+        found = [fn for fn in self.functions if fn.is_method and fn.name == name]
+        if not found:
+            return None
+        return all(not any(self.transform_of(d.decorator, fn.parent or self.root) for d in fn.decorators)
+                   and fn.params and self._returns_only_python(fn) for fn in found)
+
     def static_returning(self) -> frozenset[str]:
         """Module-level functions that return only Python values (shape facts, lengths, literals) even when
         every parameter is traced, and are not transformed: the other files can call them as static."""

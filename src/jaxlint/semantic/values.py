@@ -226,7 +226,8 @@ class Values:
                 return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
             if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
                 return False  # an aux-data field of a registered pytree: a Python value
-            if e.attr.value not in ARRAY_ATTRS and self.m.frameworks.instance_class(e.value, self.fn) is not None:
+            cls = self.m.frameworks.instance_class(e.value, self.fn)
+            if cls is not None and (e.attr.value not in ARRAY_ATTRS or self.m.frameworks.field(cls, e.attr.value)[0]):
                 return self.m.frameworks.attribute_traced(self, e)  # a model module: its fields say
             if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
                 return self.traced(e.value)
@@ -493,6 +494,8 @@ class Values:
         if isinstance(func, cst.Attribute):
             if func.attr.value in ("keys", "__len__") or func.attr.value in _STR_METHODS:
                 return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
+            if self.m.project is not None and self.m.project.static_method(func.attr.value):
+                return False  # every method of this name in the project returns a shape fact
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
