@@ -186,7 +186,7 @@ ARRAY_ATTRS = frozenset({"T", "mT", "real", "imag", "at"})  # (`.H` is NumPy mat
 # Annotations that name a container: truthiness of such a value is static even when its leaves are traced.
 CONTAINER_ANNOTATIONS = frozenset(
     {"dict", "list", "tuple", "Dict", "List", "Tuple", "Mapping", "Sequence", "MutableMapping", "FrozenDict",
-     "ScalarSequence"}
+     "ScalarSequence", "OptState"}  # an optax state is a tuple of per-transform states
 )
 
 # Base classes that make a class a Python container: `if not batch:` on one tests its emptiness.

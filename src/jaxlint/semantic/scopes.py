@@ -151,6 +151,11 @@ class FunctionInfo(Scope):
     flag_sites: dict[int, tuple] = field(default_factory=dict)
     # Traced from somewhere whose arguments are not known here (a transform, a control-flow body).
     flags_open: bool = False
+    # Transform applications whose arguments are known (`jax.vmap(f, in_axes=...)(params, batch)`), by call:
+    # (offset, partial-bound names, args). A transform keeps a container argument a container (of
+    # tracers), so these join the call sites that say which parameters hold containers; its flags do not.
+    container_sites: dict[int, tuple] = field(default_factory=dict)
+    containers_open: bool = False  # traced from somewhere else whose arguments are not known
     # What traced call sites put in the `**kwargs` parameter: the keys every site names (with whether
     # some site gives a traced value), None until a site is seen; and whether the rest can be traced.
     kw_keys: Optional[dict[str, bool]] = None

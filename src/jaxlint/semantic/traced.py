@@ -219,9 +219,13 @@ class _Tracer:
                     return
                 if ref is not None:
                     ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
+                    application = m.applied_parent.get(id(call))
+                    if application is not None and not ref.lead and not any(a.star for a in application.args):
+                        ref.fn.container_sites[id(application)] = (
+                            ref.offset, ref.bound_names, tuple(_arg_infos(application, scope.function_scope(), None)))
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
-                              application=m.applied_parent.get(id(call)))
+                              application=application)
             return
         if qual is None:
             return
@@ -366,17 +370,21 @@ class _Tracer:
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn), _root(site_fn))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
-                  pytrees=set() if t.statics == "filter" else traced)
+                  pytrees=set() if t.statics == "filter" else traced,
+                  container_site=id(application) if application is not None else None)
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
-             site: Optional[tuple] = None, call: Optional[cst.Call] = None) -> None:
+             site: Optional[tuple] = None, call: Optional[cst.Call] = None,
+             container_site: Optional[int] = None) -> None:
         """`site`: (key, caller, offset, bound names, arguments) of a call whose arguments are known;
         without one, the function is traced from somewhere its flags cannot be read. `call`: the traced
         call site these parameters come from; its answer replaces the one an earlier round gave (an early
-        round asks before callbacks and summaries are known, and a guess made then must not stick)."""
+        round asks before callbacks and summaries are known, and a guess made then must not stick).
+        `container_site`: a transform application whose arguments `container_sites` records."""
         if site is None:
             fn.flags_open = True
+            fn.containers_open |= container_site is None or container_site not in fn.container_sites
         else:
             fn.flag_sites[site[0]] = site[1:]
         grew = False
@@ -555,10 +563,11 @@ def solve_containers(functions: list[FunctionInfo]) -> None:
     """Parameters that every traced call site fills with a Python container (`state = {...}` passed on,
     a parameter annotated `hk.Params`): `if params:` on them tests emptiness."""
     for f in functions:
-        if not f.traced or f.flags_open or not f.flag_sites:
-            continue
+        sites = [s[1:] for s in f.flag_sites.values()] + list(f.container_sites.values())
+        if not f.traced or not sites or f.containers_open:
+            continue  # traced from somewhere whose arguments are not known (a decorator, a body)
         common: Optional[set[str]] = None
-        for _caller, offset, bound, args in f.flag_sites.values():
+        for offset, bound, args in sites:
             site = _site_containers(f, offset, bound, args)
             common = site if common is None else common & site
         f.container_names |= (common or set()) - set(f.assigned)
@@ -720,7 +729,10 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
     def one(star: str, kw: Optional[str], value: cst.BaseExpression) -> ArgInfo:
         t = values is not None and values.traced(value)
         container = isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)) or (
-            isinstance(value, cst.Name) and fn is not None and value.value in fn.container_names)
+            isinstance(value, cst.Name) and fn is not None and value.value in fn.container_names) or (
+            # `batch.get("inner", {})`: a container when the key is missing, hence one by design
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get"
+            and len(value.args) == 2 and isinstance(value.args[1].value, (cst.Dict, cst.List, cst.Tuple)))
         return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value),  # type: ignore[union-attr]
                        literal_truth(value), value.value if isinstance(value, cst.Name) else None, container)
 
