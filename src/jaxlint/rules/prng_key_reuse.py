@@ -309,6 +309,10 @@ class PrngKeyReuse(Rule):
             for stmt in self._body:
                 _events(stmt, self._events)
         events = self._events
+        if ("bare", id(call)) in events:
+            # `step_jit(key, state)` run once for its timing, its result dropped: a sampler or a jitted
+            # function has no effect besides its result
+            return isinstance(call, cst.Call) and self._pure(call)
         try:
             start = events.index(("assigned", id(call)))
         except ValueError:
@@ -340,6 +344,20 @@ class PrngKeyReuse(Rule):
                 if not pending:
                     return True
         return unread
+
+    def _pure(self, call: cst.Call) -> bool:
+        """A `jax.random` sampler, or a name bound only to a jitted function (`f = jax.jit(g)`)."""
+        if self._random_fn(call) is not None:
+            return True
+        if not isinstance(call.func, cst.Name):
+            return False
+        model = self._where.model
+        owner = model.owner_of(call.func.value, self._scope)
+        values = owner.assigned.get(call.func.value, []) if owner is not None else []
+        if len(values) != 1 or not isinstance(values[0], cst.Call) or owner is None:
+            return False
+        got = model.transform_of(values[0].func, owner)
+        return got is not None and got[0].cached
 
     def _report(self, node: cst.CSTNode, text: str, key: str, first: cst.CSTNode) -> None:
         fn = self._scope.function_scope()
@@ -525,6 +543,10 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
             for call in _flowing_calls(value):
                 out.append(("targets", frozenset(names)))
                 out.append(("assigned", id(call)))
+        return
+    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+        _events(node.value, out)
+        out.append(("bare", id(node.value)))  # a call whose result is thrown away
         return
     if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
         if node.value is not None:

@@ -4,6 +4,7 @@
 # static, following transforms, control-flow bodies and helper calls to a fixed point. Rules only ask.
 from __future__ import annotations
 
+import collections
 import copy
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -18,7 +19,7 @@ from ..jaxapi import (
     TRANSFORMS,
     Transform,
 )
-from ..syntax import _returns, annotation_name, dotted, iter_children, only_called, plain_annotation
+from ..syntax import _returns, annotation_name, descendants, dotted, iter_children, only_called, plain_annotation
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
 from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
@@ -166,6 +167,34 @@ class ModuleModel:
                     cache[id(call)] = name
                 return cache[id(call)]
         return None
+
+    def stored_unused(self, call: cst.Call, scope: Scope) -> bool:
+        """`self._fast = jax.jit(self._slow)` (or a local bound so) whose name nothing reads: not in this
+        module, and, for an attribute, not called by another file of the project. The wrapped function is
+        never traced through it (code that switched to the plain call and left the jit behind)."""
+        fn = scope.function_scope()
+        if fn is None or not isinstance(fn.node, cst.FunctionDef):
+            return False
+        targets = [t for t, v, how in fn.events if v is call and how == "="]
+        if len(targets) != 1:
+            return False
+        target = targets[0]
+        if isinstance(target, cst.Name):
+            return not any(isinstance(n, cst.Name) and n.value == target.value and n is not target
+                           for n in descendants(fn.node))
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and fn.params
+                and fn.is_method and target.value.value == fn.params[0].name):
+            return False
+        attr = target.attr.value
+        counts = self.__dict__.get("_attribute_counts")
+        if counts is None:
+            counts = self.__dict__["_attribute_counts"] = collections.Counter(
+                n.attr.value for n in descendants(self.module) if isinstance(n, cst.Attribute))
+        if counts[attr] != 1:
+            return False  # read (or stored again) somewhere in this module
+        if attr.startswith("_"):
+            return True  # private to its class by convention
+        return self.project is not None and not self.project.mentioned_elsewhere(attr)
 
     def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
         """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class

@@ -217,6 +217,8 @@ class _Tracer:
                     self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached,
                                    outer=outer or (got if got.cached else None))
                     return
+                if ref is not None and m.stored_unused(call, scope):
+                    return  # `self._fast = jax.jit(self._slow)` that nothing calls traces nothing
                 if ref is not None:
                     ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
                     application = m.applied_parent.get(id(call))
