@@ -10,7 +10,7 @@ from ..findings import Fix
 from ..jaxapi import JIT_LIKE
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.loops import distinct_constants, literal_table
-from ..syntax import contains, dotted, iter_children
+from ..syntax import contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
 
@@ -218,6 +218,35 @@ def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
         return False
     items = _names_in(node.target)
     return any(_names_in(a.value) & items for a in call.args)
+
+
+# Calls whose result's shape comes from their arguments (sizes, shapes, ranges).
+_SHAPED = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "identity", "reshape",
+                     "normal", "uniform", "randint", "tile", "broadcast_to"})
+
+
+def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
+    """`for d in [10, 100, 1000]: x = jnp.arange(d * n).reshape((n, d)); f(x)`: the jitted def is called
+    with an array whose shape comes from the item of a sweep over constants, so every pass traces a new
+    shape whoever defines the function."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not (distinct_constants(node.iter)
+                                             or literal_table(node.iter, where.model, loop.scope)):
+        return False
+    items = _names_in(node.target)
+
+    def sized(expr: cst.BaseExpression, depth: int) -> bool:
+        for n in descendants(expr):
+            if isinstance(n, cst.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _SHAPED \
+                    and any(_names_in(a.value) & items for a in n.args):
+                return True
+            if depth < 3 and isinstance(n, cst.Name) and n.value not in items:
+                if any(v is not None and sized(v, depth + 1) for v in loop.bound.get(n.value, [])):
+                    return True
+        return False
+
+    return any(isinstance(c.func, cst.Name) and c.func.value == name and any(sized(a.value, 0) for a in c.args)
+               for c in descendants(node.body) if isinstance(c, cst.Call))
 
 
 def _equal_each_pass(expr: cst.BaseExpression, where: Where) -> bool:
@@ -587,7 +616,8 @@ class JitInLoop(Rule):
             self._check_def_in_called_function(node, fn, where)
             return
         if fn is not None and (self._factory_bound(_free_names(fn.node, fn), where, loop)
-                               or self._captures_item(cst.Name(fn.name), where, loop)) or self._clears_caches(loop, where):
+                               or self._captures_item(cst.Name(fn.name), where, loop)
+                               or _called_with_item_shapes(fn.name, loop, where)) or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
             node,
@@ -603,6 +633,8 @@ class JitInLoop(Rule):
         outer = fn.parent if fn is not None else None
         if not isinstance(outer, FunctionInfo) or fn is None:
             return
+        if outer.traced and outer.cached:
+            return  # the def runs only while JAX traces `outer`: its cached calls do not make it again
         if not any(isinstance(c.func, cst.Name) and c.func.value == fn.name for c in outer.calls):
             return
         caller = self._loop_caller(outer, where, by_attribute=False)

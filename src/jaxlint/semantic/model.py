@@ -201,10 +201,20 @@ class ModuleModel:
         of this module) that returns only shape facts (`return self.params.shape[0]`)."""
         fn = scope.function_scope()
         cls = self.class_of(e.value, fn) if fn is not None else None
+        attr = e.attr.value
         if cls is None:
-            return False
-        prop = cls.defs.get(e.attr.value)
-        if prop is None or not isinstance(prop.node, cst.FunctionDef) or not any(
+            # the object's class is not known: every property of that name in this module returns a shape
+            # fact, and no class here stores an attribute of that name
+            props = [f for f in self.functions if f.is_method and f.name == attr]
+            return bool(props) and all(self._shape_property(f) for f in props) and not any(
+                attr in c.fields for c in self._all_classes()) and not any(
+                isinstance(t, cst.Attribute) and t.attr.value == attr for f in self.functions for t, _v, _h in f.events)
+        prop = cls.defs.get(attr)
+        return prop is not None and self._shape_property(prop)
+
+    def _shape_property(self, prop: FunctionInfo) -> bool:
+        """A `@property`/`@cached_property` whose one statement returns a shape fact."""
+        if not isinstance(prop.node, cst.FunctionDef) or not any(
                 (dotted(d.decorator) or "").split(".")[-1] in ("property", "cached_property") for d in prop.decorators):
             return False
         body = prop.node.body

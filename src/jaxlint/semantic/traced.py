@@ -356,7 +356,8 @@ class _Tracer:
                 continue
             if offset == 0 and fn.is_method and p is fn.params[0]:
                 continue  # self/cls: see jit-method-self
-            if _constant_default(p.default) and not (p.index is not None and p.index - offset < passed):
+            if (_constant_default(p.default) or self._captured_default(fn, p.default)) \
+                    and not (p.index is not None and p.index - offset < passed):
                 continue  # a flag with a Python default: a constant unless a caller passes it
             if p.name in left_out:
                 continue
@@ -374,6 +375,15 @@ class _Tracer:
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
                   pytrees=set() if t.statics == "filter" else traced,
                   container_site=id(application) if application is not None else None)
+
+    def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
+        """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
+        function binds it the way a closure would; callers are not meant to pass it, and JAX traces only
+        the arguments a call passes."""
+        if not isinstance(default, cst.Name) or fn.parent is None:
+            return False
+        owner = self.m.owner_of(default.value, fn.parent)
+        return isinstance(owner, FunctionInfo) and not owner.traced
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
