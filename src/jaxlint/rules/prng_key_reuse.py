@@ -25,9 +25,12 @@ class _State:
     consumed: dict[str, cst.CSTNode] = field(default_factory=dict)  # key name -> first consuming call
     # key name -> {code of the data folded in -> the fold_in call}: distinct data derive distinct keys
     folded: dict[str, dict[str, cst.CSTNode]] = field(default_factory=dict)
+    # key name -> (name, literal) when the key was consumed only under `if name == literal:`
+    exclusive: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def copy(self) -> "_State":
-        return _State(set(self.keys), dict(self.consumed), {k: dict(v) for k, v in self.folded.items()})
+        return _State(set(self.keys), dict(self.consumed), {k: dict(v) for k, v in self.folded.items()},
+                      dict(self.exclusive))
 
     def merge(self, other: "_State") -> None:
         self.keys |= other.keys
@@ -438,6 +441,8 @@ class PrngKeyReuse(Rule):
             for k in list(state.consumed):
                 if k == n or k.startswith(n + "["):
                     del state.consumed[k]
+            # a rebound guard name (`kind = ...`) no longer keeps the guarded bodies apart
+            state.exclusive = {k: g for k, g in state.exclusive.items() if g[0] != n and k != n}
             for k in list(state.folded):
                 if k == n or k.startswith(n + "["):
                     del state.folded[k]
@@ -470,7 +475,15 @@ class PrngKeyReuse(Rule):
                         return state, True
             elif isinstance(stmt, cst.If):
                 self._expr(stmt.test, state, loop_names)
-                then_state, then_exit = self._block(_body(stmt.body), state.copy(), loop_names)
+                guard = _equality_guard(stmt.test)
+                then_in = state.copy()
+                if guard is not None:
+                    # `if kind == "gaussian":` after `if kind == "uniform":` — that earlier body did not run
+                    for k, g in list(then_in.exclusive.items()):
+                        if g[0] == guard[0] and g[1] != guard[1]:
+                            then_in.consumed.pop(k, None)
+                            del then_in.exclusive[k]
+                then_state, then_exit = self._block(_body(stmt.body), then_in, loop_names)
                 if stmt.orelse is None:
                     else_state, else_exit = state, False
                 elif isinstance(stmt.orelse, cst.If):
@@ -483,7 +496,12 @@ class PrngKeyReuse(Rule):
                 for st, ex in ((then_state, then_exit), (else_state, else_exit)):
                     if not ex:
                         merged.merge(st)
-                state.keys, state.consumed = merged.keys, merged.consumed
+                exclusive = {k: g for k, g in state.exclusive.items() if k in merged.consumed}
+                if guard is not None and stmt.orelse is None and not then_exit \
+                        and guard[0] not in {n for t in descendants(stmt.body) if isinstance(t, (cst.AssignTarget, cst.AugAssign))
+                                             for n in _names(t.target)}:
+                    exclusive.update((k, guard) for k in then_state.consumed if k not in state.consumed)
+                state.keys, state.consumed, state.exclusive = merged.keys, merged.consumed, exclusive
             elif isinstance(stmt, (cst.For, cst.While)):
                 if isinstance(stmt, cst.For):
                     self._expr(stmt.iter, state, loop_names)
@@ -653,6 +671,15 @@ def _callee(call: cst.CSTNode) -> str:
 # Methods of distributions (distrax, TensorFlow Probability on JAX, numpyro) that draw from the key they
 # are given as `seed=`/`key=` or first argument.
 _SAMPLE_METHODS = frozenset({"sample", "sample_and_log_prob", "sample_n", "rsample"})
+
+
+def _equality_guard(test: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """`name == "literal"` (or a number): the name and the literal's code."""
+    if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1:
+        comp = test.comparisons[0]
+        if isinstance(comp.operator, cst.Equal) and isinstance(comp.comparator, (cst.SimpleString, cst.Integer)):
+            return test.left.value, _code(comp.comparator)
+    return None
 
 
 def _sampled_key(call: cst.Call) -> Optional[str]:
