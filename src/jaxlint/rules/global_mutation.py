@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..jaxapi import MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
-from ..syntax import contains, descendants, dotted, iter_children
+from ..syntax import contains, descendants, iter_children
 from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.
@@ -125,32 +125,6 @@ def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -
                 and not any(contains(t, n) for t in traced):
             return False  # the object is used again outside a trace: it could read the leaked tracer
     return True
-
-
-def _asserted_count(name: str, owner: Scope, node: cst.CSTNode, fn: FunctionInfo) -> bool:
-    """`traces += 1` in a jitted function whose owner asserts on the count (`assert traces == 1`,
-    `self.assertEqual(traces, 1)`): a counter of traces, kept on purpose to test caching. Only for
-    writes of a Python number computed from the name itself (`+= 1`, `= traces + 1`), by a function that
-    reads the count nowhere else (`return x * traces` would bake the count into the program)."""
-    if isinstance(node, cst.AugAssign):
-        if not isinstance(node.value, (cst.Integer, cst.Float)):
-            return False
-    elif not (isinstance(node, cst.Assign) and isinstance(node.value, cst.BinaryOperation)
-              and isinstance(node.value.left, cst.Name) and node.value.left.value == name
-              and isinstance(node.value.right, (cst.Integer, cst.Float))):
-        return False
-    if owner.node is None or fn.node is None:
-        return False
-    uses = sum(1 for n in descendants(fn.node) if isinstance(n, cst.Name) and n.value == name)
-    if uses != (3 if isinstance(node, cst.Assign) else 2):  # the declaration and the increment only
-        return False
-    for n in descendants(owner.node):
-        if isinstance(n, cst.Assert) and _mentions(n.test, name):
-            return True
-        if isinstance(n, cst.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1].lower().startswith("assert") \
-                and any(_mentions(a.value, name) for a in n.args):
-            return True
-    return False
 
 
 def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:
@@ -398,8 +372,7 @@ class GlobalMutation(Rule):
         if fn is None:
             return
         if isinstance(target, cst.Name):
-            owner = where.model.owner_of(target.value, where.scope)
-            if owner is not None and _asserted_count(target.value, owner, node, fn):
+            if where.model.trace_counter(fn, target.value):
                 return  # a trace counter a test asserts on: counting traces is the point
             if target.value in fn.declared_global:
                 if self._leaks(values, where):

@@ -168,6 +168,44 @@ class ModuleModel:
                 return cache[id(call)]
         return None
 
+    def trace_counter(self, fn: "FunctionInfo", name: str) -> bool:
+        """`global traces; traces += 1` (or `traces = traces + 1`) as the only use of `name` in `fn`, and an
+        assertion on `name` where it lives (`assert traces == 1`, `self.assertEqual(traces, 1)`): a counter
+        of traces kept on purpose, to test that a function is traced once. A closure's count that its
+        function never reads is harmless too."""
+        owner = self.owner_of(name, fn.parent or self.root) if fn.parent is not None else None
+        if owner is None or owner.node is None or not isinstance(fn.node, cst.FunctionDef):
+            return False
+        writes = [n for n in descendants(fn.node) if isinstance(n, (cst.AugAssign, cst.Assign))
+                  and any(isinstance(t, cst.Name) and t.value == name
+                          for t in ([n.target] if isinstance(n, cst.AugAssign) else [a.target for a in n.targets]))]
+        if len(writes) != 1:
+            return False
+        node = writes[0]
+        if isinstance(node, cst.AugAssign):
+            ok, uses = isinstance(node.value, (cst.Integer, cst.Float)), 2
+        else:
+            v = node.value
+            ok = isinstance(v, cst.BinaryOperation) and isinstance(v.left, cst.Name) and v.left.value == name \
+                and isinstance(v.right, (cst.Integer, cst.Float)) and len(node.targets) == 1
+            uses = 3
+        # the `global`/`nonlocal` declaration and the increment: nothing else reads the count
+        if not ok or sum(1 for n in descendants(fn.node) if isinstance(n, cst.Name) and n.value == name) != uses:
+            return False
+        if isinstance(owner, FunctionInfo):
+            inside = {id(n) for n in descendants(fn.node)}
+            stores = {id(t.target) for n in descendants(owner.node) if isinstance(n, cst.Assign) for t in n.targets}
+            if not any(isinstance(n, cst.Name) and n.value == name and id(n) not in inside and id(n) not in stores
+                       for n in descendants(owner.node)):
+                return True  # a count nobody reads: when it changes does not matter
+        for n in descendants(owner.node):
+            if isinstance(n, cst.Assert) and any(isinstance(m, cst.Name) and m.value == name for m in descendants(n.test)):
+                return True
+            if isinstance(n, cst.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1].lower().startswith("assert") \
+                    and any(isinstance(m, cst.Name) and m.value == name for a in n.args for m in descendants(a.value)):
+                return True
+        return False
+
     def stored_unused(self, call: cst.Call, scope: Scope) -> bool:
         """`self._fast = jax.jit(self._slow)` (or a local bound so) whose name nothing reads: not in this
         module, and, for an attribute, not called by another file of the project. The wrapped function is
