@@ -136,7 +136,8 @@ class ModuleModel:
         s: Optional[Scope] = scope
         while s is not None and not s.binds(name) and not (isinstance(s, FunctionInfo) and s.param(name) is not None):
             s = s.parent
-        if not isinstance(s, FunctionInfo) or s.param(name) is not None:
+        if s is None or isinstance(s, FunctionInfo) and s.param(name) is not None \
+                or not isinstance(s, FunctionInfo) and s is not self.root:
             return None
         values = s.assigned.get(name, [])
         if len(values) != 1 or not isinstance(values[0], cst.Call):
@@ -166,7 +167,29 @@ class ModuleModel:
                 if only_called(fn.node, name):
                     cache[id(call)] = name
                 return cache[id(call)]
+        for name, values in self.root.assigned.items():
+            if len(values) != 1 or values[0] is not call:
+                continue
+            t = self.transforms.get(self.resolve(call.func, self.root) or "")
+            if t is None or t.statics != "grad" or not call.args or call.args[0].keyword is not None \
+                    or call.args[0].star or self.resolve_callable(call.args[0].value, self.root) is None:
+                return None
+            if self._only_transformed(name):
+                cache[id(call)] = name
+            return cache[id(call)]
         return None
+
+    def _only_transformed(self, name: str) -> bool:
+        """Whether every read of a module-level `name` is the function a transform is applied to
+        (`g = jax.jacfwd(f, argnums=1)` then `jax.vmap(g, in_axes=(None, 0))`): those transforms trace `f`."""
+        handed = 0
+        for call, scope, _loop in self.all_calls:
+            first = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
+            if isinstance(first, cst.Name) and first.value == name and self.owner_of(name, scope) is self.root \
+                    and self.transform_of(call.func, scope) is not None:
+                handed += 1
+        reads = sum(1 for n in descendants(self.module) if isinstance(n, cst.Name) and n.value == name)
+        return handed > 0 and reads == handed + 1  # the binding, and each use handed to a transform
 
     def trace_counter(self, fn: "FunctionInfo", name: str) -> bool:
         """`global traces; traces += 1` (or `traces = traces + 1`) as the only use of `name` in `fn`, and an
@@ -344,11 +367,15 @@ class ModuleModel:
             if scope is not self.root or not call.args:
                 continue
             qual = self.resolve(call.func, scope)
-            if qual not in _REGISTER_CALLS:
-                continue
             first = call.args[0].value
             cls = self.root.classes.get(first.value) if isinstance(first, cst.Name) else None
             if cls is None:
+                continue
+            if qual not in _REGISTER_CALLS:
+                local = self.root.defs.get(call.func.value) if isinstance(call.func, cst.Name) else None
+                if len(call.args) == 1 and (local is not None and _registers(local, self)
+                                            or qual is not None and self.registers_pytree(qual)):
+                    cls.pytree = True  # `register_jax_pytree_node(Box)`: the project's own registering helper
                 continue
             cls.pytree = True
             _register_options(cls, call)
