@@ -253,8 +253,8 @@ class ModuleModel:
                 n.attr.value for n in descendants(self.module) if isinstance(n, cst.Attribute))
         if counts[attr] != 1:
             return False  # read (or stored again) somewhere in this module
-        if attr.startswith("_"):
-            return True  # private to its class by convention
+        if attr.startswith("_") and fn.cls is not None and not [b for b in fn.cls.bases if b != "object"]:
+            return True  # private to a class with no base that could call it (`_update` declared by a base)
         return self.project is not None and not self.project.mentioned_elsewhere(attr)
 
     def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
