@@ -45,8 +45,14 @@ def _bound_in_loop(loop: LoopInfo) -> set[str]:
 def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> set[str]:
     """Names a callable expression reads from outside itself (for a def or lambda: not its own locals)."""
     if fn is not None and isinstance(fn.node, (cst.FunctionDef, cst.Lambda)):
-        return _names_in(fn.node.body) - fn.local_names
-    return _names_in(node) - _params_of(node)
+        # defaults are evaluated outside (`lambda t, y, vf=vf: vf(t, y)` captures the loop's `vf`)
+        defaults = {n for p in fn.params if p.default is not None for n in _names_in(p.default)}
+        return (_names_in(fn.node.body) - fn.local_names) | defaults
+    names = _names_in(node) - _params_of(node)
+    if isinstance(node, cst.Lambda):
+        names |= {n for p in node.params.params + node.params.kwonly_params if p.default is not None
+                  for n in _names_in(p.default)}
+    return names
 
 
 def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpression]]:
