@@ -42,14 +42,17 @@ def _bound_in_loop(loop: LoopInfo) -> set[str]:
     return names
 
 
-def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> set[str]:
-    """Names a callable expression reads from outside itself (for a def or lambda: not its own locals)."""
+def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo], defaults: bool = True) -> set[str]:
+    """Names a callable expression reads from outside itself (for a def or lambda: not its own locals);
+    with `defaults`, also the names its parameter defaults read, evaluated outside
+    (`lambda t, y, vf=vf: vf(t, y)` captures the loop's `vf`)."""
     if fn is not None and isinstance(fn.node, (cst.FunctionDef, cst.Lambda)):
-        # defaults are evaluated outside (`lambda t, y, vf=vf: vf(t, y)` captures the loop's `vf`)
-        defaults = {n for p in fn.params if p.default is not None for n in _names_in(p.default)}
-        return (_names_in(fn.node.body) - fn.local_names) | defaults
+        names = _names_in(fn.node.body) - fn.local_names
+        if defaults:
+            names |= {n for p in fn.params if p.default is not None for n in _names_in(p.default)}
+        return names
     names = _names_in(node) - _params_of(node)
-    if isinstance(node, cst.Lambda):
+    if defaults and isinstance(node, cst.Lambda):
         names |= {n for p in node.params.params + node.params.kwonly_params if p.default is not None
                   for n in _names_in(p.default)}
     return names
@@ -458,10 +461,11 @@ class JitInLoop(Rule):
         constants = distinct_constants(node.iter) or literal_table(node.iter, where.model, where.scope)
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
-        if _free_names(callable_, fn) & items and (
+        # (the item bound as a default, `lambda x, t=t: clip(x, t)`, is a value one function could take)
+        if _free_names(callable_, fn, defaults=False) & items and (
                 constants or _names_used_as_keys(fn.node if fn is not None else callable_) & items):
             return True
-        for name in _free_names(callable_, fn):
+        for name in _free_names(callable_, fn) - items:
             for value in loop.bound.get(name, []):
                 if value is not None and self._captures_item(value, where, loop, depth + 1):
                     return True
