@@ -188,7 +188,7 @@ class PrngKeyReuse(Rule):
                 fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
                 if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
                     name = self._key_arg(call)
-                    if name in params:
+                    if name in params and not _draws_unused(call, fn):
                         direct.add(name)  # type: ignore[arg-type]
                     continue
                 if not any(isinstance(a.value, cst.Name) and a.value.value in params for a in call.args):
@@ -289,7 +289,9 @@ class PrngKeyReuse(Rule):
             if self._result_discarded(first):
                 state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
                 return
-            if self._fn is not None and self._result_discarded(call, unread=True, anywhere=loop_names is not None):
+            # (at module level only unread keys: a module's values may be imported elsewhere)
+            if (self._fn is not None or fname == "split") \
+                    and self._result_discarded(call, unread=True, anywhere=loop_names is not None):
                 return  # this draw is never read in its function: nothing drawn twice is used
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
                          key, first)
@@ -592,6 +594,9 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
     if isinstance(node, cst.Name):
         out.append(("load", node.value))
         return
+    if isinstance(node, cst.Attribute):  # `jax.random.key`: `key` is an attribute name, not a read of `key`
+        _events(node.value, out)
+        return
     for child in iter_children(node):
         _events(child, out)
 
@@ -665,6 +670,8 @@ def _callee(call: cst.CSTNode) -> str:
         name = dotted(call.func)
         if name:
             return name
+        if isinstance(call.func, cst.Attribute):  # `Normal(0, 1).sample(key)`
+            return "." + call.func.attr.value
     return "an earlier call"
 
 
@@ -729,6 +736,17 @@ def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _draws_unused(call: cst.Call, fn: FunctionInfo) -> bool:
+    """`k1, k2 = split(key)` in a helper that never reads `k1` or `k2`: the key gave nothing that is used."""
+    targets = [t for t, v, how in fn.events if v is call and how == "="]
+    if len(targets) != 1 or not isinstance(fn.node, cst.FunctionDef):
+        return False
+    names = set(_names(targets[0]))
+    stored = {id(n) for n in descendants(targets[0]) if isinstance(n, cst.Name)}
+    return bool(names) and not any(isinstance(n, cst.Name) and n.value in names and id(n) not in stored
+                                   for n in descendants(fn.node))
 
 
 def _handed(call: cst.Call, callee: FunctionInfo, offset: int, refs: bool = False) -> list[tuple[str, str]]:
