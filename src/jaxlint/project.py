@@ -52,6 +52,7 @@ class ProjectIndex:
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._tracer_fns: dict[str, frozenset[str]] = {}  # per file: functions returning `isinstance(x, Tracer)`
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
+        self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -99,14 +100,15 @@ class ProjectIndex:
 
     def functions(self, module: str, kind: str) -> frozenset[str]:
         """A module's functions that return only Python values (`kind` "static"), are annotated to
-        return a container ("container"), test whether their argument is a tracer ("tracer"), or register the class they are given as a
-        pytree ("registers")."""
+        return a container ("container"), test whether their argument is a tracer ("tracer"), register the
+        class they are given as a pytree ("registers"), or decorate a function to run it in a host callback
+        ("host")."""
         path = self.path_of(module)
         if path is None:
             return frozenset()
         self._read(path)
         return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns,
-                "registers": self._register_fns}[kind][path]
+                "registers": self._register_fns, "host": self._host_fns}[kind][path]
 
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
@@ -118,6 +120,7 @@ class ProjectIndex:
         self._container_fns[path] = frozenset()
         self._tracer_fns[path] = frozenset()
         self._register_fns[path] = frozenset()
+        self._host_fns[path] = frozenset()
         self._imports[path] = {}
         self._reading.append(path)
         try:
@@ -150,6 +153,7 @@ class ProjectIndex:
             self._container_fns[path] = model.container_returning()
             self._tracer_fns[path] = model.tracer_testing()
             self._register_fns[path] = model.registering()
+            self._host_fns[path] = model.host_decorators()
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
@@ -244,8 +248,10 @@ class ProjectIndex:
                 return mod != me and name in self.functions(mod, kind)
             return ask
 
-        return ProjectClasses(lookup, frozenset(static), returns("static"), returns("container"), returns("tracer"),
-                              returns("registers"), lambda name: self.mentions(name, path), self.static_method)
+        return ProjectClasses(lookup, frozenset(static), static_return=returns("static"),
+                              container_return=returns("container"), tracer_test=returns("tracer"),
+                              registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
+                              static_method=self.static_method, host_decorator=returns("host"))
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

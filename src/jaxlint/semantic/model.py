@@ -12,6 +12,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..jaxapi import (
+    CALLBACKS,
     CONTAINER_ALIASES,
     CONTAINER_ANNOTATIONS,
     PALLAS_PACKAGES,
@@ -869,6 +870,30 @@ class ModuleModel:
         """Module-level functions that register the class they are given as a pytree."""
         return frozenset(name for name, fn in self.root.defs.items() if _registers(fn, self))
 
+    def host_decorators(self) -> frozenset[str]:
+        """Module-level functions that wrap the function they are given in a host callback (their nested
+        wrapper calls `jax.debug.callback`, `jax.pure_callback`, …): the decorated body runs on the host."""
+        return frozenset(name for name, fn in self.root.defs.items() if self._wraps_in_callback(fn))
+
+    def _wraps_in_callback(self, fn: "FunctionInfo") -> bool:
+        if fn.is_method or not fn.params or not isinstance(fn.node, cst.FunctionDef):
+            return False
+        inner = [f for f in self.functions if f is not fn and _inside(f, fn)]
+        return bool(inner) and any(self.resolve(c.func, f) in CALLBACKS for f in inner for c in f.calls)
+
+    def host_decorated(self, fn: "FunctionInfo") -> bool:
+        """Whether a decorator of `fn` runs it through a host callback (here or in another project file)."""
+        for d in fn.decorators:
+            expr = d.decorator
+            if isinstance(expr, cst.Name) and expr.value in self.root.defs:
+                if self._wraps_in_callback(self.root.defs[expr.value]):
+                    return True
+                continue
+            qual = self.resolve(expr, fn.parent or self.root)
+            if qual is not None and self.project is not None and "." in qual and self.project.host_decorator(qual):
+                return True
+        return False
+
     def tracer_testing(self) -> frozenset[str]:
         """Module-level functions that only return `isinstance(arg, jax.core.Tracer)`."""
         return frozenset(name for name, fn in self.root.defs.items() if _tests_for_tracer(fn))
@@ -1048,4 +1073,13 @@ def shape_fact(e: cst.BaseExpression) -> bool:
         return shape_fact(e.left) and shape_fact(e.right)
     if isinstance(e, cst.UnaryOperation):
         return shape_fact(e.expression)
+    return False
+
+
+def _inside(inner: "FunctionInfo", outer: "FunctionInfo") -> bool:
+    s = inner.parent
+    while s is not None:
+        if s is outer:
+            return True
+        s = s.parent
     return False

@@ -98,6 +98,9 @@ class ProjectClasses:
     # Whether every method of this name that the project's files define returns only Python values
     # (`transform.get_batch_axes()` returning `self.parameters().shape[:-1]`, the receiver's class unknown).
     static_method: "Callable[[str], bool]" = lambda name: False
+    # Whether a decorator of another project file runs the function it wraps through a host callback
+    # (`jax.debug.callback`): the decorated body runs on the host with concrete values.
+    host_decorator: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)

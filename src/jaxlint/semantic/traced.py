@@ -472,6 +472,8 @@ class _Tracer:
                 continue
             if ref.fn is fn:
                 continue
+            if m.host_decorated(ref.fn):
+                continue  # `@log_on_host def log(...)`: its decorator runs the body in a host callback
             if not fn.abstract and self._custom_derivative(ref.fn):
                 continue  # under grad alone a custom_vjp/custom_jvp function's rule gets the concrete primals
             ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
