@@ -127,6 +127,10 @@ def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -
     return True
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
 def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:
     return list(node.body) if isinstance(node, cst.IndentedBlock) else [node]
 
@@ -425,6 +429,9 @@ class GlobalMutation(Rule):
             return
         if isinstance(target, cst.Attribute) and isinstance(owner, ClassInfo):
             return
+        if isinstance(target, cst.Attribute) and (idempotent or self._restore(target, values, fn)
+                                                  or self._restored_later(target, node, fn, where)):
+            return  # `saved = m.signals; m.signals = traced; ...; m.signals = saved`: put back before returning
         if isinstance(target, cst.Attribute) and target.value is root and _consumed_by_own_method(target, owner, where):
             return
         if isinstance(target, cst.Subscript) and (idempotent or self._scratch(root.value, owner, values, where)):
@@ -432,6 +439,30 @@ class GlobalMutation(Rule):
         kind = "module-level" if owner is where.model.root else "closed-over"
         self._flag(node, f"Writing {kind} `{root.value}`", where,
                    _subject(root.value, "module" if owner is where.model.root else "closure", target))
+
+    def _restore(self, target: cst.Attribute, values: list[cst.BaseExpression], fn: FunctionInfo) -> bool:
+        """`obj.attr = saved` where `saved = obj.attr` was read in this function: the value it had."""
+        if len(values) != 1 or not isinstance(values[0], cst.Name):
+            return False
+        bound = fn.assigned.get(values[0].value, [])
+        return len(bound) == 1 and bound[0] is not None and _code(bound[0]) == _code(target)
+
+    def _restored_later(self, target: cst.Attribute, node: cst.CSTNode, fn: FunctionInfo, where: Where) -> bool:
+        """A later statement of the same body (not under an `if` or loop) stores a saved or non-traced value
+        back into the same attribute, before the function returns."""
+        body = fn.node.body.body if isinstance(fn.node, cst.FunctionDef) and isinstance(fn.node.body, cst.IndentedBlock) else ()
+        seen = False
+        for stmt in body:
+            if not seen:
+                seen = contains(stmt, node)
+                continue
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and any(_code(t.target) == _code(target) for t in small.targets) \
+                        and (self._untraceable(small.value, where) or self._restore(target, [small.value], fn)):
+                    return True
+        return False
 
     # ---- visitors ---------------------------------------------------------------------------
 
