@@ -359,29 +359,29 @@ class _Builder:
         self.walk(node.test, scope, loop)
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | _none_tests(node.test) | _flag_tests(node.test, True)
+        self.guards = saved | _scalar_guard_names(node.test) | none_tests(node.test) | flag_tests(node.test, True)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         branches = self.branches
         # the arm of this `if`, and of every `if flag:` testing the same name (`use_jax` branches agree)
         self.branches = branches + ((id(node), True),) + tuple(
-            (g.partition(":")[2], g.startswith("true:")) for g in _flag_tests(node.test, True))
+            (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, True))
         self.walk(node.body, scope, loop)
         self.guards = saved
         if node.orelse is not None:
-            self.guards = saved | _flag_tests(node.test, False)
+            self.guards = saved | flag_tests(node.test, False)
             self.branches = branches + ((id(node), False),) + tuple(
-                (g.partition(":")[2], g.startswith("true:")) for g in _flag_tests(node.test, False))
+                (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
             self.guards = saved
         elif isinstance(scope, FunctionInfo) and loop is None and isinstance(scope.node, cst.FunctionDef) \
                 and isinstance(scope.node.body, cst.IndentedBlock) \
                 and any(node is stmt for stmt in scope.node.body.body) and _always_exits(node.body):
-            scope.none_exits.extend((self.counter, g[5:]) for g in _none_tests(node.test))
+            scope.none_exits.extend((self.counter, g[5:]) for g in none_tests(node.test))
         self.branches = branches
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
-            self.guards = self.guards | _flag_tests(node.test, False) | {f"exit:{id(node)}"}
+            self.guards = self.guards | flag_tests(node.test, False) | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
@@ -696,19 +696,19 @@ def _disable_jit_test(e: cst.BaseExpression) -> bool:
         and isinstance(e.args[0].value, cst.SimpleString) and e.args[0].value.evaluated_value == "jax_disable_jit"
 
 
-def _flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+def flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
     """`if use_jax:` → {"true:use_jax"} in its body and {"false:use_jax"} in its `else` (and the reverse
     for `if not use_jax:`): a branch that runs only for one truth value of a name."""
     if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
         return frozenset({f"{'true' if holds else 'false'}:{e.value}"})
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        return _flag_tests(e.expression, not holds)
+        return flag_tests(e.expression, not holds)
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
-        return _flag_tests(e.left, holds) | _flag_tests(e.right, holds)
+        return flag_tests(e.left, holds) | flag_tests(e.right, holds)
     return frozenset()
 
 
-def _none_tests(e: cst.BaseExpression) -> frozenset[str]:
+def none_tests(e: cst.BaseExpression) -> frozenset[str]:
     """`if x is None:` → {"none:x"}: the branch runs only when `x` was not given."""
     if isinstance(e, cst.Comparison) and isinstance(e.left, cst.Name) and len(e.comparisons) == 1 \
             and isinstance(e.comparisons[0].operator, cst.Is) and _is_const(e.comparisons[0].comparator, "None"):

@@ -128,7 +128,8 @@ class _Tracer:
         m.summaries_final = True
         solve_flags(m.functions)
         for fn in m.functions:
-            if fn.traced and not fn.traced_names:
+            # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
+            if fn.traced and (not fn.traced_names or fn.flags or fn.passed):
                 Values(m, fn).solve()
         solve_containers(m.functions)
         self.complete_roots()

@@ -18,7 +18,7 @@ from ..jaxapi import (
     TREE_MAPS,
 )
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
-from .builder import _scalar_guard_names
+from .builder import _scalar_guard_names, flag_tests, none_tests
 from .scopes import FunctionInfo
 
 if TYPE_CHECKING:
@@ -98,12 +98,13 @@ class Values:
         fn.container_names = containers
         fn.dict_names = dicts
         straight = _straight_line_events(fn)
+        dead = bool(fn.flags) or fn.passed is not None
         for _ in range(20):
             before = len(names)
             before_trees = len(trees)
             for (target, value, how), at, arms in zip(fn.events, straight, fn.event_branches):
-                if value is None:
-                    continue
+                if value is None or dead and self._dead_arm(arms):
+                    continue  # (a binding in an arm no traced call takes: `if augment:` never passed True)
                 # a value bound in straight-line code sees a parameter as passed when the parameter is
                 # rebound only further down (`shards = f(indices); ...; indices = jnp.array(indices)`)
                 # or in the other arm of an `if`
@@ -125,6 +126,19 @@ class Values:
             self._use_order, self._use_arms = None, ()
             if len(names) == before and len(trees) == before_trees:
                 break
+
+    def _dead_arm(self, arms: tuple[tuple[object, bool], ...]) -> bool:
+        """Whether one of these `if` arms never runs traced: its test is a flag every traced call site gives
+        one truth value (`augment=False` by default, never passed), or `x is None` for an `x` every site passes."""
+        from .traced import _dead  # (the tracer module imports this one)
+
+        for node, arm in arms:
+            test = self.m.if_tests.get(node) if isinstance(node, int) else None
+            if test is None or test[1] is not self.fn:
+                continue
+            if _dead(self.fn, flag_tests(test[0], arm) | (none_tests(test[0]) if arm else frozenset())):
+                return True
+        return False
 
     def _unpack(self, value: cst.BaseExpression) -> Union[bool, list]:
         if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
