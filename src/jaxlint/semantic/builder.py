@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 _NUMPY_ARRAY_TYPES = frozenset({"np.ndarray", "numpy.ndarray", "onp.ndarray", "np.generic", "numpy.generic"})
 _PY_SCALARS = frozenset({"int", "float", "bool", "str", "complex", "tuple", "list", "dict", "type(None)"})
+# Classes every tracer is an instance of: where `isinstance(x, jax.Array)` is false, `x` is no tracer.
+_JAX_ARRAY_TYPES = frozenset({"jax.Array", "jnp.ndarray", "jax.numpy.ndarray", "jnp.DeviceArray", "jax.core.Tracer"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,7 +371,8 @@ class _Builder:
         self.walk(node.body, scope, loop)
         self.guards = saved
         if node.orelse is not None:
-            self.guards = saved | flag_tests(node.test, False)
+            # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
+            self.guards = saved | flag_tests(node.test, False) | _array_test(node.test)
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
@@ -611,6 +614,17 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
 
 # ---------------------------------------------------------------------------------------------
 # Pass 2: which functions are traced, with which parameters traced, to a fixed point.
+
+
+def _array_test(e: cst.BaseExpression) -> frozenset[str]:
+    """`isinstance(x, jax.Array)` (or `jnp.ndarray`): the name tested, which is no tracer where it fails."""
+    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
+            and isinstance(e.args[0].value, cst.Name):
+        kinds = e.args[1].value
+        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if names and all(dotted(n) in _JAX_ARRAY_TYPES for n in names):
+            return frozenset({e.args[0].value.value})
+    return frozenset()
 
 
 def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
