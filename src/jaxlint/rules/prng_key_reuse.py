@@ -286,9 +286,14 @@ class PrngKeyReuse(Rule):
             return  # `x = permutation(key, x); y = permutation(key, y)`: rows of x and y stay paired
         if key in state.consumed:
             first = state.consumed[key]
-            if self._result_discarded(first):
-                state.consumed[key] = call  # the first result was thrown away unread: nothing is drawn twice
+            first_split = isinstance(first, cst.Call) and self._random_fn(first) == "split"
+            if self._result_discarded(first) or (self._fn is not None or first_split) and self._result_discarded(
+                    first, unread=True, anywhere=loop_names is not None):
+                # the first result was thrown away, or is only looked at for its shape: nothing is drawn twice
+                state.consumed[key] = call
                 return
+            if self._compared(first, call):
+                return  # `assert_allclose(a, b)` of two draws from one key: the same numbers are the point
             # (at module level only unread keys: a module's values may be imported elsewhere)
             if (self._fn is not None or fname == "split") \
                     and self._result_discarded(call, unread=True, anywhere=loop_names is not None):
@@ -304,16 +309,20 @@ class PrngKeyReuse(Rule):
                          key, call)
         state.consumed[key] = call
 
+    def _event_list(self) -> list[tuple[str, object]]:
+        """Loads and stores of the analysed body in execution order, made on first use."""
+        if self._events is None:
+            self._events = []
+            for stmt in self._body:
+                _events(stmt, self._events)
+        return self._events
+
     def _result_discarded(self, call: cst.CSTNode, unread: bool = False, anywhere: bool = False) -> bool:
         """Whether `names = call` (or `names = call * c`) is overwritten before any of its names is read
         (a dead first split, a line pasted twice) — with `unread`, also when none of them is ever read
         again (with `anywhere`, read nowhere in the body): then the key it consumed produced nothing
         that is used."""
-        if self._events is None:
-            self._events = []
-            for stmt in self._body:
-                _events(stmt, self._events)
-        events = self._events
+        events = self._event_list()
         if ("bare", id(call)) in events:
             # `step_jit(key, state)` run once for its timing, its result dropped: a sampler or a jitted
             # function has no effect besides its result
@@ -349,6 +358,35 @@ class PrngKeyReuse(Rule):
                 if not pending:
                     return True
         return unread
+
+    def _targets(self, call: cst.CSTNode) -> frozenset:
+        """The names `names = call` binds (empty when the call is not such a statement's value)."""
+        events = self._event_list()
+        try:
+            at = events.index(("assigned", id(call)))
+        except ValueError:
+            return frozenset()
+        targets = events[at - 1][1]
+        return targets if isinstance(targets, frozenset) else frozenset()
+
+    def _compared(self, first: cst.CSTNode, call: cst.Call) -> bool:
+        """Whether the results of both draws meet in one assertion (`assert jnp.allclose(x1, x2)`,
+        `assert_allclose(a, b)`): a test drawing the same numbers twice on purpose, to compare two ways."""
+        a, b = self._targets(first), self._targets(call)
+        if not a or not b:
+            return False
+        for stmt in self._body:
+            for n in descendants(stmt):
+                if isinstance(n, cst.Assert):
+                    checked = n.test
+                elif isinstance(n, cst.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _COMPARISONS:
+                    checked = n
+                else:
+                    continue
+                names = {m.value for m in descendants(checked) if isinstance(m, cst.Name)}
+                if names & a and names & b:
+                    return True
+        return False
 
     def _pure(self, call: cst.Call) -> bool:
         """A `jax.random` sampler, or a name bound only to a jitted function (`f = jax.jit(g)`)."""
@@ -595,6 +633,9 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
         out.append(("load", node.value))
         return
     if isinstance(node, cst.Attribute):  # `jax.random.key`: `key` is an attribute name, not a read of `key`
+        if isinstance(node.value, cst.Name) and node.attr.value in _META_ATTRS:
+            out.append(("meta", node.value.value))  # `x.shape`: the values drawn are not looked at
+            return
         _events(node.value, out)
         return
     for child in iter_children(node):
@@ -678,6 +719,12 @@ def _callee(call: cst.CSTNode) -> str:
 # Methods of distributions (distrax, TensorFlow Probability on JAX, numpyro) that draw from the key they
 # are given as `seed=`/`key=` or first argument.
 _SAMPLE_METHODS = frozenset({"sample", "sample_and_log_prob", "sample_n", "rsample"})
+
+
+_META_ATTRS = frozenset({"shape", "dtype", "ndim", "size"})
+# Calls that compare their arguments (tests asserting two draws agree).
+_COMPARISONS = ("allclose", "assert_allclose", "array_equal", "assert_array_equal", "assert_array_almost_equal",
+                "isclose", "assertEqual", "assertAllClose", "assert_trees_all_close", "assert_trees_all_equal")
 
 
 def _equality_guard(test: cst.BaseExpression) -> Optional[tuple[str, str]]:
