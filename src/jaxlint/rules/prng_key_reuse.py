@@ -289,9 +289,11 @@ class PrngKeyReuse(Rule):
             first_split = isinstance(first, cst.Call) and self._random_fn(first) == "split"
             if self._result_discarded(first) or (self._fn is not None or first_split) and self._result_discarded(
                     first, unread=True, anywhere=loop_names is not None):
-                # the first result was thrown away, or is only looked at for its shape: nothing is drawn twice
-                state.consumed[key] = call
-                return
+                # the first result was thrown away, or is only looked at for its shape: nothing is drawn
+                # twice by this call (on a later pass of a loop it still may be, below)
+                del state.consumed[key]
+        if key in state.consumed:
+            first = state.consumed[key]
             if self._compared(first, call):
                 return  # `assert_allclose(a, b)` of two draws from one key: the same numbers are the point
             # (at module level only unread keys: a module's values may be imported elsewhere)
@@ -373,18 +375,21 @@ class PrngKeyReuse(Rule):
         """Whether the results of both draws meet in one assertion (`assert jnp.allclose(x1, x2)`,
         `assert_allclose(a, b)`): a test drawing the same numbers twice on purpose, to compare two ways."""
         a, b = self._targets(first), self._targets(call)
-        if not a or not b:
+        if not a or not b or a & b:
             return False
         for stmt in self._body:
             for n in descendants(stmt):
-                if isinstance(n, cst.Assert):
-                    checked = n.test
+                sides: list[cst.CSTNode] = []
+                if isinstance(n, cst.Assert) and isinstance(n.test, cst.Comparison) and len(n.test.comparisons) == 1:
+                    sides = [n.test.left, n.test.comparisons[0].comparator]  # `assert x1 == x2`
                 elif isinstance(n, cst.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _COMPARISONS:
-                    checked = n
-                else:
+                    sides = [arg.value for arg in n.args if arg.keyword is None][-2:]  # (`self` of unittest first)
+                if len(sides) != 2:
                     continue
-                names = {m.value for m in descendants(checked) if isinstance(m, cst.Name)}
-                if names & a and names & b:
+                left, right = ({m.value for m in descendants(side) if isinstance(m, cst.Name)} for side in sides)
+                # one draw on each side, not both feeding both (`assert_allclose(f(x, w), ref(x, w))`)
+                if (left & a and right & b and not left & b and not right & a) \
+                        or (left & b and right & a and not left & a and not right & b):
                     return True
         return False
 
