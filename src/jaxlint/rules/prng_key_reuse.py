@@ -46,7 +46,11 @@ class PrngKeyReuse(Rule):
     ## What it does
     Flags a PRNG key consumed a second time without a new key in between: two `jax.random` samplers
     on one key, a key split twice, a key sampled from and then split, or a sampler inside a loop on a
-    key the loop never replaces. `split` consumes the key it is given. `fold_in(key, i)` derives a new
+    key the loop never replaces. `split` consumes the key it is given, and so does a distribution's
+    `sample(seed=key)` (distrax, TensorFlow Probability, numpyro) and a function of the module that samples
+    from or splits a key handed to it, positionally or by keyword. A draw whose result is never read (or
+    only read for its shape), two draws a test compares on purpose, and the arms of `if kind == "a":` /
+    `if kind == "b":` are not reuse. `fold_in(key, i)` derives a new
     key and draws nothing from `key`, but it equals `split(key, n)[i]` for every n > i (partitionable
     threefry, JAX's default), so it is flagged after `split(key, n)` unless `i` is `n` itself, and when
     the same data is folded in twice. Both `jax.random.key` and `jax.random.PRNGKey` keys are tracked.
@@ -81,8 +85,8 @@ class PrngKeyReuse(Rule):
     `KeyReuseError` at the flagged line (for new-style `jax.random.key` keys).
 
     ## Known limitations
-    Keys are followed within one function; a key passed to two helpers that each split it is not
-    seen. `fold_in(key, i)` inside a loop is the idiomatic way to derive per-iteration keys and is
+    Keys are followed within one function, and into the functions of the same module it is handed to;
+    a helper of another file that consumes a key is not seen. `fold_in(key, i)` inside a loop is the idiomatic way to derive per-iteration keys and is
     not flagged.
 
     ## References
