@@ -15,7 +15,9 @@ from ..jaxapi import (
     TREE_MAPS,
     Transform,
 )
-from ..syntax import _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, literal_truth, only_called
+from ..syntax import (
+    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, descendants, literal_truth, only_called,
+)
 from .scopes import CallableRef, FunctionInfo, Param, Scope
 from .values import Values
 
@@ -116,7 +118,8 @@ class _Tracer:
                 deferred.append((fn, t, opts, inner))
                 continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
-            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner)
+            self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner,
+                      args_elsewhere=_only_loop_body(fn, m))
         self.seed_calls()
         self.settle()
         late = [d for d in deferred if not d[0].traced]  # its function is not traced: arrays from anywhere
@@ -245,8 +248,12 @@ class _Tracer:
                     if ref is not None:
                         ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
                         t = Transform(kind, abstract=True, cached=True)
+                        carried = _carry_args(kind, call, scope.function_scope())
+                        if carried is not None:  # `fori_loop(0, n, body, [a, b])`: the carry stays a list
+                            ref.fn.container_sites[id(call)] = (ref.offset, ref.bound_names, carried)
                         self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
-                                  cached=site_cached, passed=_body_arity(kind, call))
+                                  cached=site_cached, passed=_body_arity(kind, call),
+                                  container_call=call if carried is not None else None)
             return
         if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
             ref = m.resolve_callable(call.args[0].value, scope)
@@ -322,7 +329,8 @@ class _Tracer:
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
              outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
-             application: Optional[cst.Call] = None, inner: bool = False) -> None:
+             application: Optional[cst.Call] = None, inner: bool = False,
+             container_call: Optional[cst.Call] = None, args_elsewhere: bool = False) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say. `inner`: a decorator below another
         transform's, which gets its arguments from that transform."""
@@ -375,7 +383,9 @@ class _Tracer:
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
                   pytrees=set() if t.statics == "filter" else traced,
-                  container_site=id(application) if application is not None else None)
+                  container_site=id(application) if application is not None
+                  else id(container_call) if container_call is not None
+                  else _ARGS_ELSEWHERE if args_elsewhere else None)
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
@@ -397,7 +407,8 @@ class _Tracer:
         `container_site`: a transform application whose arguments `container_sites` records."""
         if site is None:
             fn.flags_open = True
-            fn.containers_open |= container_site is None or container_site not in fn.container_sites
+            fn.containers_open |= container_site is None or (
+                container_site != _ARGS_ELSEWHERE and container_site not in fn.container_sites)
         else:
             fn.flag_sites[site[0]] = site[1:]
         grew = False
@@ -980,6 +991,44 @@ def _constant_default(expr: Optional[cst.BaseExpression]) -> bool:
         return all(_constant_default(el.value) for el in expr.elements)
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper() \
         and expr.attr.value[:1].isupper()
+
+
+# `container_site` of a seed whose arguments other seeds give (a jitted def only handed to a loop primitive).
+_ARGS_ELSEWHERE = -1
+
+
+def _only_loop_body(fn: FunctionInfo, m: ModuleModel) -> bool:
+    """A def nested in a function that only hands it to loop primitives (`@jit def body(i, val)` then
+    `fori_loop(0, n, body, [a, b])`): what it is called with is what those primitives give it."""
+    outer = fn.parent
+    if not isinstance(outer, FunctionInfo) or not isinstance(outer.node, cst.FunctionDef):
+        return False
+    handed = 0
+    for call in outer.calls:
+        kind = LAX_BODIES.get(m.resolve(call.func, outer) or "")
+        if kind is not None and kind[0] in _CARRIES:
+            handed += sum(1 for a in call.args if isinstance(a.value, cst.Name) and a.value.value == fn.name)
+    reads = sum(1 for n in descendants(outer.node) if isinstance(n, cst.Name) and n.value == fn.name)
+    return handed > 0 and reads == handed + 1  # the def's own name, and each use a loop body
+
+
+# Where a loop primitive takes its initial carry, and where its body receives it: (argument position,
+# keyword, the body's parameter position, how many parameters the body takes).
+_CARRIES = {"fori_loop": (3, "init_val", 1, 2), "while_loop": (2, "init_val", 0, 1), "scan": (1, "init", 0, 2)}
+
+
+def _carry_args(kind: str, call: cst.Call, fn: Optional[FunctionInfo]) -> Optional[tuple["ArgInfo", ...]]:
+    """The arguments a loop body receives, as far as containers go, when the initial carry is a Python
+    container (a literal list or dict, or a name the caller knows holds one): None otherwise."""
+    spec = _CARRIES.get(kind)
+    init = _arg(call, spec[0], spec[1]) if spec is not None else None
+    if spec is None or init is None:
+        return None
+    container = isinstance(init, (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)) or (
+        isinstance(init, cst.Name) and fn is not None and init.value in fn.container_names)
+    if not container:
+        return None
+    return tuple(ArgInfo("", None, False, False, container=(i == spec[2])) for i in range(spec[3]))
 
 
 def _body_arity(kind: str, call: cst.Call) -> int:
