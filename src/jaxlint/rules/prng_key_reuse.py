@@ -375,10 +375,27 @@ class PrngKeyReuse(Rule):
         targets = events[at - 1][1]
         return targets if isinstance(targets, frozenset) else frozenset()
 
+    def _derived(self, names: frozenset) -> frozenset:
+        """The names and those bound from them in the body (`expected = recurse(noise)`), a few steps deep."""
+        out = set(names)
+        assigns = [n for stmt in self._body for n in descendants(stmt) if isinstance(n, cst.Assign)]
+        for _ in range(3):
+            grew = False
+            for n in assigns:
+                if any(isinstance(m, cst.Name) and m.value in out for m in descendants(n.value)):
+                    for t in n.targets:
+                        new = set(_names(t.target)) - out
+                        if new:
+                            out |= new
+                            grew = True
+            if not grew:
+                break
+        return frozenset(out)
+
     def _compared(self, first: cst.CSTNode, call: cst.Call) -> bool:
         """Whether the results of both draws meet in one assertion (`assert jnp.allclose(x1, x2)`,
         `assert_allclose(a, b)`): a test drawing the same numbers twice on purpose, to compare two ways."""
-        a, b = self._targets(first), self._targets(call)
+        a, b = self._derived(self._targets(first)), self._derived(self._targets(call))
         if not a or not b or a & b:
             return False
         for stmt in self._body:
@@ -391,9 +408,12 @@ class PrngKeyReuse(Rule):
                 if len(sides) != 2:
                     continue
                 left, right = ({m.value for m in descendants(side) if isinstance(m, cst.Name)} for side in sides)
-                # one draw on each side, not both feeding both (`assert_allclose(f(x, w), ref(x, w))`)
+                # one draw on each side, or both on one side against a constant (`allclose(p2 - p1, shift)`);
+                # not both feeding both sides (`assert_allclose(f(x, w), ref(x, w))`: inputs, not compared)
                 if (left & a and right & b and not left & b and not right & a) \
                         or (left & b and right & a and not left & a and not right & b):
+                    return True
+                if any(side & a and side & b and not other & (a | b) for side, other in ((left, right), (right, left))):
                     return True
         return False
 
@@ -757,7 +777,7 @@ def _sampled_key(call: cst.Call) -> Optional[str]:
 
 
 # Samplers whose repeated draws with one key give the same reordering of equally long arrays.
-_ALIGNING = frozenset({"permutation", "shuffle"})
+_ALIGNING = frozenset({"permutation", "shuffle", "choice"})  # (`choice(key, means)`, `choice(key, stds)`: paired)
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
