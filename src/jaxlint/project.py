@@ -53,6 +53,7 @@ class ProjectIndex:
         self._tracer_fns: dict[str, frozenset[str]] = {}  # per file: functions returning `isinstance(x, Tracer)`
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
+        self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -121,6 +122,7 @@ class ProjectIndex:
         self._tracer_fns[path] = frozenset()
         self._register_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
+        self._element_fns[path] = {}
         self._imports[path] = {}
         self._reading.append(path)
         try:
@@ -154,6 +156,7 @@ class ProjectIndex:
             self._tracer_fns[path] = model.tracer_testing()
             self._register_fns[path] = model.registering()
             self._host_fns[path] = model.host_decorators()
+            self._element_fns[path] = model.static_elements()
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
@@ -239,6 +242,17 @@ class ProjectIndex:
             mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
+        def elements(qualname: str) -> Optional[tuple[bool, ...]]:
+            full = absolute(qualname, me, is_pkg)
+            if full.rpartition(".")[0] not in imported:
+                return None
+            mod, _, name = self.origin(full).rpartition(".")
+            path = self.path_of(mod) if mod != me else None
+            if path is None:
+                return None
+            self._read(path)
+            return self._element_fns.get(path, {}).get(name)
+
         def returns(kind: str) -> Callable[[str], bool]:
             def ask(qualname: str) -> bool:
                 full = absolute(qualname, me, is_pkg)
@@ -251,7 +265,8 @@ class ProjectIndex:
         return ProjectClasses(lookup, frozenset(static), static_return=returns("static"),
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
-                              static_method=self.static_method, host_decorator=returns("host"))
+                              static_method=self.static_method, host_decorator=returns("host"),
+                              static_elements=elements)
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

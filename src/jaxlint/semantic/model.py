@@ -517,6 +517,28 @@ class ModuleModel:
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
         return flags is not None and not any(flags)
 
+    def static_elements(self) -> dict[str, tuple[bool, ...]]:
+        """Module-level functions returning a tuple some of whose elements are Python values even when every
+        parameter is traced (`return batch_shape, total, n, payload` with the first three read from shapes):
+        name -> one flag per element, True where the element is static."""
+        out: dict[str, tuple[bool, ...]] = {}
+        for name, fn in self.root.defs.items():
+            node = fn.node
+            if fn.is_method or not isinstance(node, cst.FunctionDef) \
+                    or any(self.transform_of(d.decorator, self.root) for d in fn.decorators):
+                continue
+            returns = [r.value for r in _returns(node.body)]
+            if not returns or not all(isinstance(r, cst.Tuple) for r in returns) \
+                    or len({len(r.elements) for r in returns}) != 1:  # type: ignore[union-attr]
+                continue
+            if not any(_mentions_static_fact(el.value) or _bound_to_static_fact(fn, el.value)
+                       for r in returns for el in r.elements):  # type: ignore[union-attr]
+                continue  # (a filter: most tuples hold arrays only)
+            flags = self.returns_given(fn, {p.name for p in fn.params})
+            if flags is not None and len(flags) > 1 and not all(flags):
+                out[name] = tuple(not f for f in flags)
+        return out
+
     def container_returning(self) -> frozenset[str]:
         """Module-level functions annotated to return a Python container (`-> list`, `-> dict[str, Array]`):
         `if found:` on their result tests emptiness, wherever they are called."""

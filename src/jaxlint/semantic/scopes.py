@@ -101,6 +101,9 @@ class ProjectClasses:
     # Whether a decorator of another project file runs the function it wraps through a host callback
     # (`jax.debug.callback`): the decorated body runs on the host with concrete values.
     host_decorator: "Callable[[str], bool]" = lambda qualname: False
+    # A function of another project file returning a tuple: True for each element that is a Python value
+    # whatever the arguments (`batch_shape, total, n, payload = prepare(b)`), None when not known.
+    static_elements: "Callable[[str], Optional[tuple[bool, ...]]]" = lambda qualname: None
 
 
 @dataclass(eq=False)

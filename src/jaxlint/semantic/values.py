@@ -147,8 +147,13 @@ class Values:
             returned = self.m.call_returns(value, self)
             if returned is not None:  # `idx, n, is_local = helper(x)`: element by element
                 return list(returned) if len(returned) > 1 else returned[0]
-            if self.m.resolve(value.func, self.fn) in _FLATTENS:  # `leaves, treedef = tree_flatten(x)`
+            qual = self.m.resolve(value.func, self.fn)
+            if qual in _FLATTENS:  # `leaves, treedef = tree_flatten(x)`
                 return [self.traced(value), False]
+            static = self.m.project.static_elements(qual) if qual is not None and self.m.project is not None else None
+            if static is not None:  # a helper of another file whose summary says which elements are Python values
+                whole = self.traced(value)
+                return [whole and not s for s in static]
         return self.traced(value)
 
     def _elements(self, it: cst.BaseExpression) -> Union[bool, list]:
