@@ -777,7 +777,7 @@ def _sampled_key(call: cst.Call) -> Optional[str]:
 
 
 # Samplers whose repeated draws with one key give the same reordering of equally long arrays.
-_ALIGNING = frozenset({"permutation", "shuffle", "choice"})  # (`choice(key, means)`, `choice(key, stds)`: paired)
+_ALIGNING = frozenset({"permutation", "shuffle"})
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 
