@@ -394,27 +394,40 @@ class PrngKeyReuse(Rule):
 
     def _compared(self, first: cst.CSTNode, call: cst.Call) -> bool:
         """Whether the results of both draws meet in one assertion (`assert jnp.allclose(x1, x2)`,
-        `assert_allclose(a, b)`): a test drawing the same numbers twice on purpose, to compare two ways."""
+        `assert_allclose(a, b)`, `assert all(abs(a - b) < 1e-6)`): a test drawing the same numbers twice
+        on purpose, to compare two ways. A draw is on a side when the side holds the call itself or a
+        name bound from it."""
         a, b = self._derived(self._targets(first)), self._derived(self._targets(call))
-        if not a or not b or a & b:
+        if a & b:
             return False
+
+        def on(side: set, ids: set, names: frozenset, node: cst.CSTNode) -> bool:
+            return id(node) in ids or bool(side & names)
+
         for stmt in self._body:
             for n in descendants(stmt):
-                sides: list[cst.CSTNode] = []
-                if isinstance(n, cst.Assert) and isinstance(n.test, cst.Comparison) and len(n.test.comparisons) == 1:
-                    sides = [n.test.left, n.test.comparisons[0].comparator]  # `assert x1 == x2`
+                if isinstance(n, cst.Assert):
+                    pairs = [(c.left, c.comparisons[0].comparator) for c in descendants(n.test)
+                             if isinstance(c, cst.Comparison) and len(c.comparisons) == 1]
                 elif isinstance(n, cst.Call) and (dotted(n.func) or "").rsplit(".", 1)[-1] in _COMPARISONS:
-                    sides = [arg.value for arg in n.args if arg.keyword is None][-2:]  # (`self` of unittest first)
-                if len(sides) != 2:
+                    args = [arg.value for arg in n.args if arg.keyword is None][-2:]  # (`self` of unittest first)
+                    pairs = [(args[0], args[1])] if len(args) == 2 else []
+                else:
                     continue
-                left, right = ({m.value for m in descendants(side) if isinstance(m, cst.Name)} for side in sides)
-                # one draw on each side, or both on one side against a constant (`allclose(p2 - p1, shift)`);
-                # not both feeding both sides (`assert_allclose(f(x, w), ref(x, w))`: inputs, not compared)
-                if (left & a and right & b and not left & b and not right & a) \
-                        or (left & b and right & a and not left & a and not right & b):
-                    return True
-                if any(side & a and side & b and not other & (a | b) for side, other in ((left, right), (right, left))):
-                    return True
+                for left_node, right_node in pairs:
+                    sides = []
+                    for side in (left_node, right_node):
+                        nodes = list(descendants(side))
+                        sides.append(({m.value for m in nodes if isinstance(m, cst.Name)}, {id(m) for m in nodes}))
+                    (ln, li), (rn, ri) = sides
+                    fa_l, fa_r = on(ln, li, a, first), on(rn, ri, a, first)
+                    fb_l, fb_r = on(ln, li, b, call), on(rn, ri, b, call)
+                    # one draw on each side, or both on one side against a constant (`allclose(p2 - p1, shift)`);
+                    # not both feeding both sides (`assert_allclose(f(x, w), ref(x, w))`: inputs, not compared)
+                    if (fa_l and fb_r and not fa_r and not fb_l) or (fa_r and fb_l and not fa_l and not fb_r):
+                        return True
+                    if (fa_l and fb_l and not fa_r and not fb_r) or (fa_r and fb_r and not fa_l and not fb_l):
+                        return True
         return False
 
     def _pure(self, call: cst.Call) -> bool:
