@@ -231,6 +231,11 @@ def container_path(expr: cst.BaseExpression) -> Optional[str]:
     return dotted(expr)
 
 
+def code_of(node: cst.CSTNode) -> str:
+    """The code a node was written as."""
+    return cst.Module([]).code_for_node(node)
+
+
 def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
     """Whether `target` is `node` or one of its descendants."""
     stack: list[cst.CSTNode] = [node]

@@ -10,7 +10,7 @@ from ..findings import Fix
 from ..jaxapi import JIT_LIKE
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.loops import distinct_constants, literal_table
-from ..syntax import contains, descendants, dotted, iter_children
+from ..syntax import code_of, contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
 
@@ -569,7 +569,7 @@ class JitInLoop(Rule):
             where,
             fix=fix,
             edit=edit,
-            subject={"callable": _code(first.value)},
+            subject={"callable": code_of(first.value)},
             subject_nodes={"loop_line": loop.node},
         )
 
@@ -612,7 +612,7 @@ class JitInLoop(Rule):
             f"loop in {caller} calls on every pass, builds a new callable each time, so JAX re-traces and "
             "re-compiles; jit it once, in `__init__`.",
             where,
-            subject={"callable": _code(expr)},
+            subject={"callable": code_of(expr)},
         )
 
     def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:
@@ -663,6 +663,3 @@ def _short(qual: str) -> str:
     """`jax.jit`, `jax.pmap`, `eqx.filter_jit`: the transform as users write it."""
     return qual.replace("equinox.", "eqx.", 1) if qual.startswith("equinox.") else qual
 
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)

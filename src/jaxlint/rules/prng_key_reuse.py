@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
-from ..syntax import _arg, _target_names, children, contains, descendants, dotted, iter_children
+from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -264,7 +264,7 @@ class PrngKeyReuse(Rule):
             # `fold_in(key, i)` is `split(key, n)[i]` for every n > i (partitionable threefry, JAX's
             # default): after `split(key, n)` it repeats one of the split's keys unless i >= n. It draws
             # nothing from `key` itself, so a sampler on `key` and `fold_in` do not collide.
-            data = _code(call.args[1].value) if len(call.args) > 1 else ""
+            data = code_of(call.args[1].value) if len(call.args) > 1 else ""
             first = state.consumed.get(key)
             if isinstance(first, cst.Call) and self._where.model.resolve(first.func, self._scope) == "jax.random.split" \
                     and not _folds_past_split(first, call):
@@ -288,21 +288,17 @@ class PrngKeyReuse(Rule):
             and self._random_fn(state.consumed[key]) in _ALIGNING)  # type: ignore[arg-type]
         if aligning and key in state.consumed:
             return  # `x = permutation(key, x); y = permutation(key, y)`: rows of x and y stay paired
-        if key in state.consumed:
-            first = state.consumed[key]
-            first_split = isinstance(first, cst.Call) and self._random_fn(first) == "split"
-            if self._result_discarded(first) or (self._fn is not None or first_split) and self._result_discarded(
-                    first, unread=True, anywhere=loop_names is not None):
-                # the first result was thrown away, or is only looked at for its shape: nothing is drawn
-                # twice by this call (on a later pass of a loop it still may be, below)
-                del state.consumed[key]
-        if key in state.consumed:
-            first = state.consumed[key]
+        first = state.consumed.get(key)
+        if first is not None and self._draw_unused(first, self._random_fn(first) if isinstance(first, cst.Call) else None,
+                                                   loop_names, overwritten=True):
+            # the first result was thrown away, or is only looked at for its shape: nothing is drawn twice
+            # by this call (on a later pass of a loop it still may be, below)
+            del state.consumed[key]
+            first = None
+        if first is not None:
             if self._compared(first, call):
                 return  # `assert_allclose(a, b)` of two draws from one key: the same numbers are the point
-            # (at module level only unread keys: a module's values may be imported elsewhere)
-            if (self._fn is not None or fname == "split") \
-                    and self._result_discarded(call, unread=True, anywhere=loop_names is not None):
+            if self._draw_unused(call, fname, loop_names):
                 return  # this draw is never read in its function: nothing drawn twice is used
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
                          key, first)
@@ -314,6 +310,15 @@ class PrngKeyReuse(Rule):
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).",
                          key, call)
         state.consumed[key] = call
+
+    def _draw_unused(self, call: cst.CSTNode, fname: Optional[str], loop_names: Optional[Container[str]],
+                     overwritten: bool = False) -> bool:
+        """Whether nothing reads what `call` drew (with `overwritten`, also: it is overwritten before any
+        read). At module level only unread keys count: a module's values may be imported elsewhere."""
+        if overwritten and self._result_discarded(call):
+            return True
+        return (self._fn is not None or fname == "split") \
+            and self._result_discarded(call, unread=True, anywhere=loop_names is not None)
 
     def _event_list(self) -> list[tuple[str, object]]:
         """Loads and stores of the analysed body in execution order, made on first use."""
@@ -420,13 +425,10 @@ class PrngKeyReuse(Rule):
                         nodes = list(descendants(side))
                         sides.append(({m.value for m in nodes if isinstance(m, cst.Name)}, {id(m) for m in nodes}))
                     (ln, li), (rn, ri) = sides
-                    fa_l, fa_r = on(ln, li, a, first), on(rn, ri, a, first)
-                    fb_l, fb_r = on(ln, li, b, call), on(rn, ri, b, call)
-                    # one draw on each side, or both on one side against a constant (`allclose(p2 - p1, shift)`);
-                    # not both feeding both sides (`assert_allclose(f(x, w), ref(x, w))`: inputs, not compared)
-                    if (fa_l and fb_r and not fa_r and not fb_l) or (fa_r and fb_l and not fa_l and not fb_r):
-                        return True
-                    if (fa_l and fb_l and not fa_r and not fb_r) or (fa_r and fb_r and not fa_l and not fb_l):
+                    # each draw on exactly one side: one on each (`allclose(x1, x2)`), or both on one side
+                    # against a constant (`allclose(p2 - p1, shift)`); not draws feeding both sides
+                    # (`assert_allclose(f(x, w), ref(x, w))`: inputs to two computations, not compared)
+                    if on(ln, li, a, first) != on(rn, ri, a, first) and on(ln, li, b, call) != on(rn, ri, b, call):
                         return True
         return False
 
@@ -774,7 +776,7 @@ def _equality_guard(test: cst.BaseExpression) -> Optional[tuple[str, str]]:
     if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1:
         comp = test.comparisons[0]
         if isinstance(comp.operator, cst.Equal) and isinstance(comp.comparator, (cst.SimpleString, cst.Integer)):
-            return test.left.value, _code(comp.comparator)
+            return test.left.value, code_of(comp.comparator)
     return None
 
 
@@ -820,11 +822,8 @@ def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
         return False
     if isinstance(count, cst.Integer) and isinstance(data, cst.Integer):
         return int(data.evaluated_value) >= int(count.evaluated_value)
-    return _code(count) == _code(data)
+    return code_of(count) == code_of(data)
 
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def _draws_unused(call: cst.Call, fn: FunctionInfo) -> bool:

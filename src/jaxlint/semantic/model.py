@@ -266,11 +266,15 @@ class ModuleModel:
         attr = e.attr.value
         if cls is None:
             # the object's class is not known: every property of that name in this module returns a shape
-            # fact, and no class here stores an attribute of that name
-            props = [f for f in self.functions if f.is_method and f.name == attr]
-            return bool(props) and all(self._shape_property(f) for f in props) and not any(
-                attr in c.fields for c in self._all_classes()) and not any(
-                isinstance(t, cst.Attribute) and t.attr.value == attr for f in self.functions for t, _v, _h in f.events)
+            # fact, and no class here stores an attribute of that name (asked per attribute read: kept)
+            known = self.__dict__.setdefault("_shape_props", {})
+            if attr not in known:
+                props = [f for f in self.functions if f.is_method and f.name == attr]
+                known[attr] = bool(props) and all(self._shape_property(f) for f in props) and not any(
+                    attr in c.fields for c in self._all_classes()) and not any(
+                    isinstance(t, cst.Attribute) and t.attr.value == attr
+                    for f in self.functions for t, _v, _h in f.events)
+            return known[attr]
         prop = cls.defs.get(attr)
         return prop is not None and self._shape_property(prop)
 
@@ -898,10 +902,12 @@ class ModuleModel:
         return frozenset(name for name, fn in self.root.defs.items() if self._wraps_in_callback(fn))
 
     def _wraps_in_callback(self, fn: "FunctionInfo") -> bool:
-        if fn.is_method or not fn.params or not isinstance(fn.node, cst.FunctionDef):
-            return False
-        inner = [f for f in self.functions if f is not fn and _inside(f, fn)]
-        return bool(inner) and any(self.resolve(c.func, f) in CALLBACKS for f in inner for c in f.calls)
+        known = self.__dict__.setdefault("_callback_wrappers", {})  # (asked for every call of a decorated def)
+        if id(fn) not in known:
+            inner = [f for f in self.functions if f is not fn and _inside(f, fn)]
+            known[id(fn)] = not fn.is_method and bool(fn.params) and isinstance(fn.node, cst.FunctionDef) \
+                and any(self.resolve(c.func, f) in CALLBACKS for f in inner for c in f.calls)
+        return known[id(fn)]
 
     def host_decorated(self, fn: "FunctionInfo") -> bool:
         """Whether a decorator of `fn` runs it through a host callback (here or in another project file)."""
