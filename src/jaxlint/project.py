@@ -160,9 +160,8 @@ class ProjectIndex:
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
-    def mentions(self, name: str, besides: str) -> bool:
-        """Whether a given file other than `besides` calls something named `name` (a setter called from a
-        script): a cheap search of `name(`, not a resolution."""
+    def _given_texts(self) -> dict[str, bytes]:
+        """The given files' bytes, read once."""
         if self._texts is None:
             self._texts = {}
             for path in self.given.values():
@@ -171,22 +170,25 @@ class ProjectIndex:
                         self._texts[path] = f.read()
                 except OSError:
                     continue
+        return self._texts
+
+    def mentions(self, name: str, besides: str) -> bool:
+        """Whether a given file other than `besides` calls something named `name` (a setter called from a
+        script): a cheap search of `name(`, not a resolution."""
         word = re.compile(rb"(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(")
         here = os.path.realpath(besides)
-        return any(word.search(text) for path, text in self._texts.items() if os.path.realpath(path) != here)
+        return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
     def static_method(self, name: str) -> bool:
         """Whether the project's given files define methods named `name` and every one of them returns only
-        Python values (files found by a search for `def name(`, modelled once each)."""
+        Python values (files found by a search for `def name(`, modelled once each; more than 12 such
+        files are not searched)."""
         known = self._static_methods.get(name)
         if known is None:
-            self.mentions(name, "")  # reads the given files' text once
-            assert self._texts is not None
             word = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
-            paths = [p for p, text in self._texts.items() if word.search(text)]
-            answers = [self._method_static(p, name) for p in paths] if 0 < len(paths) <= 12 else [False]
-            known = self._static_methods[name] = bool(answers) and all(a is not False for a in answers) \
-                and any(a for a in answers)
+            paths = [p for p, text in self._given_texts().items() if word.search(text)]
+            answers = [self._method_static(p, name) for p in paths] if len(paths) <= 12 else [False]
+            known = self._static_methods[name] = any(answers) and False not in answers
         return known
 
     def _method_static(self, path: str, name: str) -> Optional[bool]:

@@ -119,7 +119,7 @@ class _Tracer:
                 continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner,
-                      args_elsewhere=_only_loop_body(fn, m))
+                      container_site=_ARGS_ELSEWHERE if _only_loop_body(fn, m) else None)
         self.seed_calls()
         self.settle()
         late = [d for d in deferred if not d[0].traced]  # its function is not traced: arrays from anywhere
@@ -253,7 +253,7 @@ class _Tracer:
                             ref.fn.container_sites[id(call)] = (ref.offset, ref.bound_names, carried)
                         self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
                                   cached=site_cached, passed=_body_arity(kind, call),
-                                  container_call=call if carried is not None else None)
+                                  container_site=id(call) if carried is not None else None)
             return
         if qual in TREE_MAPS and site_fn is not None and site_fn.traced and call.args:
             ref = m.resolve_callable(call.args[0].value, scope)
@@ -330,10 +330,11 @@ class _Tracer:
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
              outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
              application: Optional[cst.Call] = None, inner: bool = False,
-             container_call: Optional[cst.Call] = None, args_elsewhere: bool = False) -> None:
+             container_site: Optional[int] = None) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say. `inner`: a decorator below another
-        transform's, which gets its arguments from that transform."""
+        transform's, which gets its arguments from that transform. `container_site`: where the arguments
+        that say which parameters hold containers are recorded (see `mark`); an application by default."""
         statics = static_param_names(fn, t, opts, offset, lead)
         if inner and t.statics == "grad":
             # `@partial(jax.jit, static_argnames=("n",))` over `@partial(jax.grad, argnums=2)`: grad makes
@@ -383,9 +384,8 @@ class _Tracer:
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
                   pytrees=set() if t.statics == "filter" else traced,
-                  container_site=id(application) if application is not None
-                  else id(container_call) if container_call is not None
-                  else _ARGS_ELSEWHERE if args_elsewhere else None)
+                  container_site=container_site if container_site is not None
+                  else id(application) if application is not None else None)
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
