@@ -23,8 +23,10 @@ from ..jaxapi import (
 from ..syntax import _returns, annotation_name, descendants, dotted, iter_children, only_called, plain_annotation
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
-from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope
-from .traced import _Tracer, ExternalCall, _dead, _pallas_refs
+from .scopes import (
+    CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
+)
+from .traced import _Tracer, ExternalCall, _pallas_refs
 from .values import Values
 
 
@@ -809,7 +811,7 @@ class ModuleModel:
     def traced_function(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional[FunctionInfo]:
         """The innermost function around a node, if JAX traces it (and the node's branch can run traced)."""
         fn = scope.function_scope()
-        if fn is None or not fn.traced or _dead(fn, guards):
+        if fn is None or not fn.traced or dead_branch(fn, guards):
             return None
         return fn
 
@@ -849,7 +851,7 @@ class ModuleModel:
         fn = scope.function_scope()
         if fn is None or not fn.traced:
             return None
-        if _dead(fn, guards):
+        if dead_branch(fn, guards):
             return None
         values = Values(self, fn)
         values._static_override = set(guards)

@@ -18,7 +18,7 @@ from ..jaxapi import (
 from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, descendants, literal_truth, only_called,
 )
-from .scopes import CallableRef, FunctionInfo, Param, Scope
+from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
 
 if TYPE_CHECKING:
@@ -443,7 +443,7 @@ class _Tracer:
         m = self.m
         values = Values(m, fn)
         for call in fn.calls:
-            if _dead(fn, m.call_guards.get(id(call), frozenset())):
+            if dead_branch(fn, m.call_guards.get(id(call), frozenset())):
                 continue  # a branch that never runs traced calls nothing while tracing
             # in straight-line code, a parameter rebound only further down is still the argument here
             values._use_order = None if id(call) in m.calls_in_loops else m.call_order.get(id(call))
@@ -640,62 +640,6 @@ def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args:
             truth = caller.flags.get(a.name)
         out[p.name] = truth
     return out
-
-
-def _dead(fn: FunctionInfo, guards: frozenset[str]) -> bool:
-    """`if rng is None:` where every traced caller passes an `rng`, or where `rng` is a variable of the
-    enclosing function known not to be None wherever the function is traced: the branch never runs traced.
-    `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced."""
-    for g in guards:
-        if g == "eager:" and not fn.transforms & _UNSTAGED:
-            return True  # a branch taken only with jit disabled: jit and lax bodies then run eagerly
-        if g.startswith(("true:", "false:")):
-            want, _, name = g.partition(":")
-            if fn.flags.get(name, want == "true") != (want == "true"):
-                return True
-            continue
-        if not g.startswith("none:"):
-            continue
-        name = g[5:]
-        if fn.passed is not None and name in fn.passed:
-            return True
-        if name not in fn.local_names and _closure_not_none(fn, name):
-            return True
-    return False
-
-
-# Transforms that trace even with jit disabled (they are not staging): vmap, grad and their kin.
-_UNSTAGED = frozenset({"vmap", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "jvp", "vjp", "linearize"})
-
-
-def _closure_not_none(fn: FunctionInfo, name: str) -> bool:
-    """Whether every place that traces `fn` sits in its enclosing function past an `if name is None:
-    return …`, or past such a test of an alias bound to `name` just before it (`nbrs = neighbors`)."""
-    owner = fn.parent
-    sites = fn.trace_sites | fn.helper_sites
-    if not isinstance(owner, FunctionInfo) or not sites or name in owner.declared_nonlocal \
-            or name in owner.declared_global:
-        return False
-    if owner.param(name) is None and name not in owner.assigned:
-        return False
-    proofs: list[int] = []  # stamps from which `name` is known not to be None
-    for stamp, tested in owner.none_exits:
-        if tested == name:
-            proofs.append(stamp)
-            continue
-        latest = None  # the binding of `tested` in force at the test
-        for (target, value, how), at in zip(owner.events, owner.event_orders):
-            if at < stamp and isinstance(target, cst.Name) and target.value == tested:
-                latest = value if how == "=" else None
-        if isinstance(latest, cst.Name) and latest.value == name:
-            proofs.append(stamp)
-    for scope, order in sites:
-        if scope is not owner or order < 0:
-            return False
-        before = [stamp for stamp in proofs if stamp < order]
-        if not before or any(max(before) < stamp < order for stamp in owner.bind_order.get(name, [])):
-            return False  # no test before the site, or `name` rebound between the test and the site
-    return True
 
 
 def _note_kwargs(fn: FunctionInfo, args: list["ArgInfo"]) -> None:

@@ -19,7 +19,7 @@ from ..jaxapi import (
 )
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
 from .builder import _scalar_guard_names, flag_tests, none_tests
-from .scopes import FunctionInfo
+from .scopes import FunctionInfo, dead_branch
 
 if TYPE_CHECKING:
     from .model import ModuleModel
@@ -130,13 +130,11 @@ class Values:
     def _dead_arm(self, arms: tuple[tuple[object, bool], ...]) -> bool:
         """Whether one of these `if` arms never runs traced: its test is a flag every traced call site gives
         one truth value (`augment=False` by default, never passed), or `x is None` for an `x` every site passes."""
-        from .traced import _dead  # (the tracer module imports this one)
-
         for node, arm in arms:
             test = self.m.if_tests.get(node) if isinstance(node, int) else None
             if test is None or test[1] is not self.fn:
                 continue
-            if _dead(self.fn, flag_tests(test[0], arm) | (none_tests(test[0]) if arm else frozenset())):
+            if dead_branch(self.fn, flag_tests(test[0], arm) | (none_tests(test[0]) if arm else frozenset())):
                 return True
         return False
 
