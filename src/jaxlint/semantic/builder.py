@@ -616,14 +616,20 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
 # Pass 2: which functions are traced, with which parameters traced, to a fixed point.
 
 
+def _isinstance_test(e: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, list[str]]]:
+    """`isinstance(subject, A)` / `isinstance(subject, (A, B))`: the subject and the classes as written."""
+    if not (isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2):
+        return None
+    kinds = e.args[1].value
+    names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return e.args[0].value, [dotted(n) or "" for n in names]
+
+
 def _array_test(e: cst.BaseExpression) -> frozenset[str]:
     """`isinstance(x, jax.Array)` (or `jnp.ndarray`): the name tested, which is no tracer where it fails."""
-    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
-            and isinstance(e.args[0].value, cst.Name):
-        kinds = e.args[1].value
-        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if names and all(dotted(n) in _JAX_ARRAY_TYPES for n in names):
-            return frozenset({e.args[0].value.value})
+    test = _isinstance_test(e)
+    if test is not None and isinstance(test[0], cst.Name) and test[1] and all(n in _JAX_ARRAY_TYPES for n in test[1]):
+        return frozenset({test[0].value})
     return frozenset()
 
 
@@ -631,16 +637,15 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     """Names that a true `e` proves to be Python scalars: `isinstance(n, int)` (and conjunctions)."""
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
         return _scalar_guard_names(e.left) | _scalar_guard_names(e.right)
-    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2:
-        kinds = e.args[1].value
-        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        subject = e.args[0].value
-        if isinstance(subject, cst.Name) and all(dotted(n) in _PY_SCALARS for n in names):
+    test = _isinstance_test(e)
+    if test is not None:
+        subject, names = test
+        if isinstance(subject, cst.Name) and all(n in _PY_SCALARS for n in names):
             return frozenset({subject.value})
         # `isinstance(x[0], np.ndarray)` is false for a tracer: the branch never runs under a trace.
         while isinstance(subject, (cst.Subscript, cst.Attribute)):
             subject = subject.value
-        if isinstance(subject, cst.Name) and all(dotted(n) in _NUMPY_ARRAY_TYPES for n in names):
+        if isinstance(subject, cst.Name) and all(n in _NUMPY_ARRAY_TYPES for n in names):
             return frozenset({subject.value})
     tested = tracer_test(e.expression) if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) else None
     if tested is not None:
@@ -650,12 +655,10 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
 
 def tracer_test(e: cst.BaseExpression) -> Optional[str]:
     """`isinstance(n, jax.core.Tracer)` (any class named `...Tracer`): the name tested, else None."""
-    if isinstance(e, cst.Call) and dotted(e.func) == "isinstance" and len(e.args) == 2 \
-            and isinstance(e.args[0].value, cst.Name):
-        kinds = e.args[1].value
-        names = [el.value for el in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if names and all((dotted(n) or "").split(".")[-1] == "Tracer" for n in names):
-            return e.args[0].value.value
+    test = _isinstance_test(e)
+    if test is not None and isinstance(test[0], cst.Name) and test[1] \
+            and all(n.split(".")[-1] == "Tracer" for n in test[1]):
+        return test[0].value
     return None
 
 
