@@ -287,6 +287,12 @@ _RANDOM_SHAPE_POS = {
 }
 for _name, _pos in _RANDOM_SHAPE_POS.items():
     SHAPE_ARGS[f"jax.random.{_name}"] = (((_pos,) if _pos >= 0 else ()), ("shape",))
+# Functions taking a dtype: qualified name -> positional index of `dtype` (also accepted as a keyword).
+DTYPE_ARGS: dict[str, int] = {f"{_mod}.{_name}": _pos for _mod in ("jax.numpy", "numpy") for _name, _pos in (
+    ("zeros", 1), ("ones", 1), ("empty", 1), ("full", 2), ("array", 1), ("asarray", 1), ("zeros_like", 1),
+    ("ones_like", 1), ("full_like", 2), ("empty_like", 1))}
+DTYPE_ARGS.update({f"jax.random.{_name}": 2 for _name in ("normal", "uniform", "bits", "gumbel", "exponential",
+                                                          "laplace", "logistic", "cauchy", "rademacher")})
 # Array methods whose arguments are sizes.
 SHAPE_METHODS = frozenset({"reshape", "broadcast_to", "tile", "resize"})
 

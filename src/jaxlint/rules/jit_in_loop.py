@@ -7,10 +7,10 @@ import libcst as cst
 
 from ..edits import Edit, hoist_before
 from ..findings import Fix
-from ..jaxapi import JIT_LIKE
+from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.loops import distinct_constants, literal_table
-from ..syntax import code_of, contains, descendants, dotted, iter_children
+from ..syntax import _arg, _int_leaf, _literal_values, _str_leaf, code_of, contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
 
@@ -289,6 +289,60 @@ def _names_used_as_keys(node: cst.CSTNode) -> set[str]:
     return out
 
 
+def _names_used_statically(node: cst.CSTNode, where: Where) -> set[str]:
+    """Names a body uses where JAX needs a Python value — a shape or size (`jnp.zeros((n, 3))`), a dtype
+    (`dtype=dt`, `x.astype(dt)`, `random.normal(key, shape, dt)`): a function reading the loop item there is
+    a different program for each item, and taking the item as an argument would have to make it static."""
+    out: set[str] = set()
+    for n in descendants(node):
+        if not isinstance(n, cst.Call):
+            continue
+        used: list[cst.BaseExpression] = [a.value for a in n.args
+                                          if a.keyword is not None and a.keyword.value == "dtype"]
+        if isinstance(n.func, cst.Attribute) and n.func.attr.value == "astype" and n.args:
+            used.append(n.args[0].value)
+        q = where.resolve(n.func)
+        if q is not None:
+            positions, keywords = SHAPE_ARGS.get(q, ((), ()))
+            used += [v for v in (_arg(n, i, kw) for i, kw in
+                                 zip(positions + (-1,) * len(keywords), ("",) * len(positions) + keywords))
+                     if v is not None]
+            if q in DTYPE_ARGS:
+                v = _arg(n, DTYPE_ARGS[q], "dtype")
+                if v is not None:
+                    used.append(v)
+        for v in used:
+            out |= _names_in(v)
+    return out
+
+
+def _static_positions(jit: cst.Call) -> tuple[set[int], set[str]]:
+    """The positions and parameter names a jit call's options make static."""
+    nums = _arg(jit, -1, "static_argnums")
+    names = _arg(jit, -1, "static_argnames")
+    return (set(_literal_values(nums, _int_leaf) or ()) if nums is not None else set(),
+            set(_literal_values(names, _str_leaf) or ()) if names is not None else set())
+
+
+def _core_params(expr: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> list[str]:
+    """The parameter names of the def a callable wraps (`jax.grad(f)`, `partial(f)`, a name the loop bound to
+    one of those), or [] when unknown."""
+    if depth > 4:
+        return []
+    if isinstance(expr, cst.Call) and expr.args and expr.args[0].keyword is None:
+        q = where.resolve(expr.func) or ""
+        if q == "functools.partial" or q in where.model.transforms:
+            return _core_params(expr.args[0].value, where, loop, depth + 1)
+        return []
+    if not isinstance(expr, cst.Name):
+        return []
+    for value in loop.bound.get(expr.value, []):
+        if value is not None and not (isinstance(value, cst.Call) and (where.resolve(value.func) or "") in JIT_LIKE):
+            return _core_params(value, where, loop, depth + 1)
+    fn = where.model.lookup_function(expr.value, where.scope)
+    return [p.name for p in fn.params] if fn is not None else []
+
+
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
     fn = where.function
     taken = set(where.model.root.assigned) | set(where.model.root.defs) | set(where.model.root.imports) | also_taken
@@ -462,8 +516,9 @@ class JitInLoop(Rule):
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
         # (the item bound as a default, `lambda x, t=t: clip(x, t)`, is a value one function could take)
+        body = fn.node if fn is not None else callable_
         if _free_names(callable_, fn, defaults=False) & items and (
-                constants or _names_used_as_keys(fn.node if fn is not None else callable_) & items):
+                constants or (_names_used_as_keys(body) | _names_used_statically(body, where)) & items):
             return True
         for name in _free_names(callable_, fn) - items:
             for value in loop.bound.get(name, []):
@@ -471,8 +526,55 @@ class JitInLoop(Rule):
                     return True
             inner = where.model.lookup_function(name, where.scope)
             if inner is not None and loop.encloses(inner.loop_at_def) and _free_names(inner.node, inner) & items \
-                    and (constants or _names_used_as_keys(inner.node) & items):
+                    and (constants or (_names_used_as_keys(inner.node)
+                                       | _names_used_statically(inner.node, where)) & items):
                 return True
+        return False
+
+    def _wraps_item(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
+        """`for fun in constraints: jac = jax.jit(jax.jacfwd(partial(fun, model=m)))`: the function jitted is
+        the loop's item, so each pass compiles a different function and none could be built before the loop."""
+        if depth > 4 or not isinstance(loop.node, cst.For):
+            return False
+        if isinstance(callable_, cst.Call) and callable_.args and callable_.args[0].keyword is None:
+            q = where.resolve(callable_.func) or ""
+            if q == "functools.partial" or q in where.model.transforms:
+                return self._wraps_item(callable_.args[0].value, where, loop, depth + 1)
+            return False
+        if not isinstance(callable_, cst.Name):
+            return False
+        if callable_.value in _names_in(loop.node.target):
+            return where.model.lookup_function(callable_.value, where.scope) is None
+        values = loop.bound.get(callable_.value, [])
+        return bool(values) and all(v is not None and self._wraps_item(v, where, loop, depth + 1) for v in values)
+
+    def _item_static_at_call(self, node: cst.Call, where: Where, loop: LoopInfo) -> bool:
+        """`f = jax.jit(g, static_argnames="implicit"); f(a, b, implicit)` in `for implicit in (True, False)`:
+        the call gives the loop's item to a static parameter, so every pass compiles for its item even with
+        one jitted function built before the loop."""
+        if not isinstance(loop.node, cst.For):
+            return False
+        nums, names = _static_positions(node)
+        if not (nums or names):
+            return False
+        items = _names_in(loop.node.target)
+        bound = {t.target.value for st in _small_statements(loop) if isinstance(st, cst.Assign) and st.value is node
+                 for t in st.targets if isinstance(t.target, cst.Name)}
+        params = _core_params(node.args[0].value, where, loop) if names else []
+        for call in descendants(loop.node.body):
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in bound):
+                continue
+            i = 0
+            for a in call.args:
+                if a.star:
+                    break
+                if a.keyword is not None:
+                    if a.keyword.value in names and _names_in(a.value) & items:
+                        return True
+                    continue
+                if _names_in(a.value) & items and (i in nums or (i < len(params) and params[i] in names)):
+                    return True
+                i += 1
         return False
 
     def _clears_caches(self, loop: LoopInfo, where: Where) -> bool:
@@ -488,6 +590,8 @@ class JitInLoop(Rule):
             return True  # `jax.jit(f).lower(...).compile()`: ahead-of-time compilation per shape or sharding
         if self._captures_item(callable_, where, loop):
             return True  # `for mode in ("train", "eval")`: one program per item of a collection
+        if self._wraps_item(callable_, where, loop) or self._item_static_at_call(node, where, loop):
+            return True  # each pass jits its item's function, or calls with its item as a static argument
         varying = _bound_in_loop(loop)
         if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
             return True  # the jit options (shardings, donation…) change with the loop

@@ -171,14 +171,38 @@ class _Tracer:
 
     def seed_calls(self) -> None:
         m = self.m
+        # `jax.jit(jax.grad(f))`: the inner transform is seeded through the outer one, which decides what
+        # reaches f (seeding it alone would trace what the outer keeps static)
+        wrapped: set[int] = set()
         for call, scope, _loop in m.all_calls:
+            t = m.transforms.get(m.resolve(call.func, scope) or "")
+            if t is None or not t.cached or not call.args or call.args[0].keyword is not None:
+                continue
+            first = call.args[0].value
+            if isinstance(first, cst.Call):
+                wrapped.add(id(first))
+            elif isinstance(first, cst.Name) and isinstance(scope, FunctionInfo):
+                # `g = jax.grad(f, argnums=(0, 1)); g = jax.jit(g, static_argnames="n")` (the name rebound to
+                # its wrapper), or a name only read to be wrapped: the inner transform reaches f only through
+                # the outer one
+                reads = [n for n in descendants(scope.node) if isinstance(n, cst.Name) and n.value == first.value]
+                values = scope.assigned.get(first.value, [])
+                if len(reads) == len(values) + 1 or (len(values) == 2 and values[1] is call):
+                    wrapped.update(id(v) for v in values if isinstance(v, cst.Call) and v is not call
+                                   and (m.resolve(v.func, scope) or "") in m.transforms)
+        for call, scope, _loop in m.all_calls:
+            if id(call) in wrapped:
+                continue
             site_fn = scope.function_scope()
             site_abstract = bool(site_fn is not None and site_fn.traced and site_fn.abstract)
             site_cached = bool(site_fn is not None and site_fn.traced and site_fn.cached)
             self.seed_call(call, scope, site_fn, site_abstract, site_cached)
 
     def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
-                  site_cached: bool = False, outer: Optional[Transform] = None) -> None:
+                  site_cached: bool = False, outer: Optional[Transform] = None,
+                  outer_opts: Optional[dict[str, cst.BaseExpression]] = None) -> None:
+        """`outer`/`outer_opts`: the cached transform applied around this one and its options
+        (`jax.jit(jax.grad(f), static_argnames="n")`), whose static parameters stay static inside."""
         m = self.m
         # jax.jit(f, ...), and partial(jax.jit, ...)(f) / jax.jit(static_argnames=...)(f)
         got = None
@@ -218,8 +242,9 @@ class _Tracer:
                     ref = _def_in_force(ref, fexpr, scope, m.call_order.get(id(call)))
                 if ref is None and isinstance(fexpr, cst.Call):
                     # jax.jit(jax.grad(f)): f runs under both transforms, abstract and cached as the outer.
+                    wrapping = outer is None and got.cached
                     self.seed_call(fexpr, scope, site_fn, got.abstract or site_abstract, got.cached or site_cached,
-                                   outer=outer or (got if got.cached else None))
+                                   outer=got if wrapping else outer, outer_opts=opts if wrapping else outer_opts)
                     return
                 if ref is not None and m.stored_unused(call, scope):
                     return  # `self._fast = jax.jit(self._slow)` that nothing calls traces nothing
@@ -231,7 +256,7 @@ class _Tracer:
                             ref.offset, ref.bound_names, tuple(_arg_infos(application, scope.function_scope(), None)))
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
-                              application=application)
+                              application=application, outer_opts=outer_opts)
             return
         if qual is None:
             return
@@ -330,12 +355,26 @@ class _Tracer:
              bound: frozenset[str], abstract: bool, site_fn: Optional[FunctionInfo], cached: bool = False,
              outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
              application: Optional[cst.Call] = None, inner: bool = False,
-             container_site: Optional[int] = None) -> None:
+             container_site: Optional[int] = None,
+             outer_opts: Optional[dict[str, cst.BaseExpression]] = None) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say. `inner`: a decorator below another
         transform's, which gets its arguments from that transform. `container_site`: where the arguments
         that say which parameters hold containers are recorded (see `mark`); an application by default."""
         statics = static_param_names(fn, t, opts, offset, lead)
+        if outer is not None and outer_opts is not None:
+            # `jax.jit(jax.grad(f), static_argnames="n")`: the wrapper keeps f's signature, so the outer
+            # transform's static parameters are f's; a parameter stays a Python value where the inner
+            # transform passes it through (grad: not in `argnums`; vmap: `in_axes` None) and the outer
+            # keeps it static.
+            kept = static_param_names(fn, outer, outer_opts, offset, lead)
+            passed_through = statics
+            if t.statics == "grad":
+                nums = _argnums(opts)
+                usable = [p for p in fn.params if p.index is not None][offset:]
+                made = {usable[n].name for n in nums or () if -len(usable) <= n < len(usable)}
+                passed_through = None if nums is None else {p.name for p in fn.params} - made
+            statics = None if kept is None or passed_through is None else kept & passed_through
         if inner and t.statics == "grad":
             # `@partial(jax.jit, static_argnames=("n",))` over `@partial(jax.grad, argnums=2)`: grad makes
             # tracers of its `argnums` only; the other arguments are what the outer transform gives.
