@@ -181,6 +181,8 @@ class StaleGlobal(Rule):
             # In module code run top to bottom, a rebinding is seen stale only by a call after it of a
             # function traced before it (a loop around both runs each of them again).
             later = [(order, loop) for order, loop in later if _before_and_after(order, loop, uses)]
+        later = [(order, loop) for order, loop in later
+                 if loop is None or not _rebuilt_alike(name, loop, model, owner)]
         if any(loop is not None for _order, loop in later):
             return "a loop rebinds it"
         if later and len(orders) >= 2:
@@ -269,6 +271,54 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
                     and call.func.value == fn.name):
                 return loop
     return None
+
+
+def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) -> bool:
+    """`opt_init, opt_update = get_optimizer(name, sched)` on every pass of a loop, from arguments the loop
+    never changes (or rebuilds alike itself, `sched = get_scheduler(lr)`): each pass builds an equal value,
+    so a trace of the first one is not stale. Only calls of functions given arguments count (`env.reset()`
+    or `next(it)` give a new value each time)."""
+    if not isinstance(loop.node, (cst.For, cst.While)):
+        return False
+    values: dict[str, list[cst.BaseExpression]] = {}
+    other: set[str] = set()  # names bound some other way (augmented, loop targets, `with`)
+    stack: list[cst.CSTNode] = [loop.node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            continue
+        if isinstance(n, cst.Assign):
+            for target in n.targets:
+                for t in _bound_names(target.target):
+                    values.setdefault(t.value, []).append(n.value)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            other.update(t.value for t in _bound_names(n.target))
+        stack.extend(iter_children(n))
+
+    def plain_call(v: cst.BaseExpression) -> bool:
+        return isinstance(v, cst.Call) and bool(v.args) and isinstance(v.func, (cst.Name, cst.Attribute)) \
+            and not (isinstance(v.func, cst.Attribute) and model.resolve(v.func, owner) is None)
+
+    candidates = {n for n, vs in values.items() if n not in other and all(plain_call(v) for v in vs)}
+    alike: set[str] = set()
+    grew = True
+    while grew:  # grown from calls of fixed values only, so `state = step(state, cfg)` never joins
+        grew = False
+        for n in sorted(candidates - alike):
+            if all(loop_invariant(v, loop, model, owner, frozenset(alike)) for v in values[n]):
+                alike.add(n)
+                grew = True
+    return name in alike
+
+
+def _bound_names(target: cst.BaseExpression) -> Iterator[cst.Name]:
+    if isinstance(target, cst.Name):
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for el in target.elements:
+            yield from _bound_names(el.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _bound_names(target.value)
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:

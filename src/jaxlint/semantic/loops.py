@@ -41,10 +41,12 @@ def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) ->
         and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and bool(values[0].elements)
 
 
-def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, scope: Scope) -> bool:
+def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, scope: Scope,
+                   alike: frozenset[str] = frozenset()) -> bool:
     """Whether an expression gives the same value on every pass of `loop`: it reads nothing the loop binds
-    (nor its target) and calls nothing random, clock-like or impure."""
-    varying = set(loop.bound)
+    (nor its target) and calls nothing random, clock-like or impure. `alike`: names the loop binds to an
+    equal value on every pass."""
+    varying = set(loop.bound) - alike
     node = loop.node
     if isinstance(node, cst.For):
         varying |= set(_target_names(node.target))
