@@ -91,6 +91,12 @@ class JitMethodSelf(Rule):
         decos = {(d.decorator.value if isinstance(d.decorator, cst.Name) else "") for d in fn.node.decorators}
         if "staticmethod" in decos or "property" in decos:
             return None
+        if not fn.params:
+            return None
+        if fn.params[0].name not in ("self", "cls"):
+            # `@jit def clip(pos, face)` in a class used as a namespace, called as `Render.clip(...)`: a
+            # def whose first parameter is not named for the instance is not written as a method
+            return None
         return fn
 
     def visit_FunctionDef(self, node: cst.FunctionDef, where: Where) -> None:

@@ -27,8 +27,9 @@ class PrintInTrace(Rule):
     ## Why is this bad?
     Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
     JAX traces it: `print` fires once per trace, shows abstract tracers instead of values, and never
-    runs on later calls. It leaves nothing in the compiled program. Under `vmap` or `grad` alone it
-    runs every call but still prints tracers.
+    runs on later calls. It leaves nothing in the compiled program. Under `vmap` alone it runs every
+    call but still prints tracers. Under `grad` alone (no jit) it runs every call and a printed tracer
+    shows its value (`GradTracer(primal=0.84, ...)`), so it is not reported there.
 
     ## Example
     ```python
@@ -68,6 +69,10 @@ class PrintInTrace(Rule):
     def visit_Call(self, node: cst.Call, where: Where) -> None:
         fn = where.traced
         if fn is None or where.resolve(node.func) != "builtins.print":
+            return
+        if not fn.cached and not fn.abstract:
+            # Only differentiated (`jax.grad(f)(x)` without jit): f runs on every call with concrete values,
+            # and a printed tracer shows its value (`GradTracer(primal=0.84, ...)`).
             return
         args = [a.value for a in node.args if a.keyword is None]
         if not any(where.is_traced(a) or _formats_traced(a, where) for a in args):
