@@ -144,10 +144,17 @@ def _str_leaf(expr: cst.BaseExpression) -> Optional[str]:
 
 
 def _literal_values(expr: cst.BaseExpression, leaf: "Callable[[cst.BaseExpression], Any]") -> Optional[list]:
-    """`1`, `(1, 2)`, `["a", "b"]` -> their values; None when any element is not such a literal."""
+    """`1`, `(1, 2)`, `["a", "b"]`, `range(5, 10)` -> their values; None when any element is not such a
+    literal."""
     value = leaf(expr)
     if value is not None:
         return [value]
+    if leaf is _int_leaf and isinstance(expr, cst.Call) and dotted(expr.func) == "range" \
+            and 1 <= len(expr.args) <= 3 and all(a.keyword is None and not a.star for a in expr.args):
+        bounds = [_int_leaf(a.value) for a in expr.args]  # `nondiff_argnums=range(5, 10)`
+        if all(b is not None for b in bounds):
+            return list(range(*bounds))  # type: ignore[arg-type]
+        return None
     if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
         out: list = []
         for el in expr.elements:

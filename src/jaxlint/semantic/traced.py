@@ -16,7 +16,8 @@ from ..jaxapi import (
     Transform,
 )
 from ..syntax import (
-    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, descendants, literal_truth, only_called,
+    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, descendants, dotted, literal_truth,
+    only_called,
 )
 from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
@@ -929,7 +930,41 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                     p.default, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.ConcatenatedString)):
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
                     out.add(p.name)
+            elif ann is None and not p.star and _python_valued(fn, p.name):
+                out.add(p.name)
     return out
+
+
+def _python_valued(fn: FunctionInfo, name: str) -> bool:
+    """Under equinox's filter transforms, non-array arguments stay Python values: an unannotated parameter
+    the body uses only as one (`match kind: case "r":`, `kind in ("a", "b")`, a `range` bound) and never as
+    an array (no attribute, subscript, call of it, or jnp/lax argument) is taken to be one."""
+    python = array = False
+    for n in descendants(fn.node):
+        if isinstance(n, cst.Match) and isinstance(n.subject, cst.Name) and n.subject.value == name:
+            python = True
+        elif isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and n.left.value == name:
+            for c in n.comparisons:
+                values = _literal_values(c.comparator, _str_leaf)
+                if values:
+                    python = True
+        elif isinstance(n, cst.Call):
+            q = dotted(n.func) or ""
+            named = any(isinstance(a.value, cst.Name) and a.value.value == name
+                        or any(isinstance(d, cst.Name) and d.value == name for d in descendants(a.value))
+                        for a in n.args)
+            if q == "range" and named:
+                python = True
+            elif named and q.split(".")[0] in ("jnp", "jax", "lax", "np", "numpy"):
+                array = True
+            if isinstance(n.func, cst.Name) and n.func.value == name:
+                array = True
+        elif isinstance(n, (cst.Attribute, cst.Subscript)) and isinstance(n.value, cst.Name) and n.value.value == name:
+            array = True
+        if array:
+            return False
+    return python
+
 
 
 def _spec_elements(spec: cst.BaseExpression, depth: int = 0) -> Optional[list[cst.BaseExpression]]:

@@ -181,7 +181,18 @@ class Values:
             return any(self.traced(e.value) for e in it.elements)
         if isinstance(it, cst.Name) and it.value in self.fn.dict_names and it.value in self._locals:
             return False  # iterating a dict gives its keys: Python values even when the leaves are traced
+        if isinstance(it, cst.Attribute) and self._dict_field(it):
+            return False  # `for name in self.masks` with `masks: Dict[str, Array]`: the keys
         return self.traced(it)
+
+    def _dict_field(self, e: cst.Attribute) -> bool:
+        """Whether `obj.attr` is a field its class annotates as a dict (`masks: Dict[str, jax.Array]`)."""
+        cls = self.m.class_of(e.value, self.fn)
+        ann = cls.field_types.get(e.attr.value) if cls is not None else None
+        if isinstance(ann, cst.Subscript):
+            ann = ann.value
+        name = ann.attr.value if isinstance(ann, cst.Attribute) else ann.value if isinstance(ann, cst.Name) else None
+        return name in _DICT_ANNOTATIONS
 
     def _bind(self, target: cst.BaseExpression, value: Union[bool, list], names: set[str]) -> None:
         if isinstance(target, cst.Name):
