@@ -17,7 +17,7 @@ from ..jaxapi import (
     STATIC_CALLS,
     TREE_MAPS,
 )
-from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted
+from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, flag_tests, none_tests
 from .scopes import FunctionInfo, dead_branch
 
@@ -185,6 +185,17 @@ class Values:
             return False  # `for name in self.masks` with `masks: Dict[str, Array]`: the keys
         return self.traced(it)
 
+    def _loop_binding(self, e: cst.Name) -> Optional[cst.For]:
+        """The `for` loop of this function whose plain target binds the name read at `e`, with `e` in its
+        body and nothing else in the body rebinding the name; None otherwise."""
+        tables = self.m.__dict__.setdefault("_loop_targets", {})
+        table = tables.get(id(self.fn))
+        if table is None:
+            table = tables[id(self.fn)] = {}
+            if isinstance(self.fn.node, cst.FunctionDef):
+                _index_loop_reads(self.fn.node.body, {}, table)
+        return table.get(id(e))
+
     def _dict_field(self, e: cst.Attribute) -> bool:
         """Whether `obj.attr` is a field its class annotates as a dict (`masks: Dict[str, jax.Array]`)."""
         cls = self.m.class_of(e.value, self.fn)
@@ -246,6 +257,11 @@ class Values:
 
     def traced(self, e: cst.BaseExpression) -> bool:  # noqa: C901 - one dispatch on node type
         if isinstance(e, cst.Name):
+            loop = self._loop_binding(e)
+            if loop is not None:  # inside `for mask in self.masks:` `mask` is the element, whatever else it was
+                if (container_path(loop.iter), e.value) in self.fn.key_subscripts:
+                    return False  # `for k in d: ... d[k]`: iterating a mapping gives its keys
+                return any(_flatten(self._elements(loop.iter)))
             return self.name_traced(e.value)
         if isinstance(e, cst.Attribute):
             if e.attr.value in STATIC_ATTRS:
@@ -552,3 +568,53 @@ def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
                     in_loop = True
         out.append(None if in_loop or not _target_names(target) else at)
     return out
+
+
+def _rebinds(body: cst.CSTNode, name: str) -> bool:
+    """Whether a loop body binds `name` again (assignment, loop or `with` target, walrus), not counting
+    nested functions and classes."""
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        targets: list[cst.BaseExpression] = []
+        if isinstance(n, cst.Assign):
+            targets = [t.target for t in n.targets]
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+            targets = [n.target]
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            targets = [n.asname.name]
+        elif isinstance(n, cst.NamedExpr):
+            targets = [n.target]
+        if name in {t for target in targets for t in _target_names(target)}:
+            return True
+        stack.extend(iter_children(n))
+    return False
+
+
+def _index_loop_reads(node: cst.CSTNode, active: dict[str, cst.For], table: dict[int, cst.For]) -> None:
+    """Record, for each name read inside a `for NAME in ...:` body that does not rebind NAME, that loop."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return
+    if isinstance(node, cst.Name):
+        loop = active.get(node.value)
+        if loop is not None:
+            table[id(node)] = loop
+        return
+    if isinstance(node, cst.Attribute):  # (`self.mask` reads the attribute, not the name)
+        _index_loop_reads(node.value, active, table)
+        return
+    if isinstance(node, cst.For):
+        _index_loop_reads(node.iter, active, table)
+        inner = active
+        if isinstance(node.target, cst.Name) and not _rebinds(node.body, node.target.value):
+            inner = {**active, node.target.value: node}
+        else:
+            inner = {k: v for k, v in active.items() if k not in set(_target_names(node.target))}
+        _index_loop_reads(node.body, inner, table)
+        if node.orelse is not None:
+            _index_loop_reads(node.orelse, active, table)
+        return
+    for child in iter_children(node):
+        _index_loop_reads(child, active, table)
