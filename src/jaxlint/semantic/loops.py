@@ -1,12 +1,14 @@
 """Facts about loops that rules ask: what a loop iterates over, and what stays the same on every pass."""
 from __future__ import annotations
 
+from typing import Union
+
 import libcst as cst
 
 from ..jaxapi import IMPURE_CALLS, IMPURE_PREFIXES
-from ..syntax import _target_names, iter_children
+from ..syntax import _target_names, descendants, iter_children
 from .model import ModuleModel
-from .scopes import LoopInfo, Scope
+from .scopes import FunctionInfo, LoopInfo, Scope
 
 
 def distinct_constants(expr: cst.BaseExpression) -> bool:
@@ -27,18 +29,36 @@ def distinct_constants(expr: cst.BaseExpression) -> bool:
 
 def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
     """A table of configurations written in the code: a dict, list or tuple literal, or a name bound
-    once to one at module level (`for name in SETTINGS:`, `for name, cfg in SETTINGS.items():`)."""
+    once to one at module level or in the function (`for name in SETTINGS:`, `for n, bs in configs:`)."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
             and expr.func.attr.value in ("keys", "items", "values"):
         expr = expr.func.value
     if isinstance(expr, (cst.Dict, cst.List, cst.Tuple)):
-        return bool(expr.elements)
+        return _table(expr)
     if not isinstance(expr, cst.Name):
         return False
-    root = model.root
-    values = root.assigned.get(expr.value, [])
-    return model.owner_of(expr.value, scope) is root and len(values) == 1 \
-        and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and bool(values[0].elements)
+    owner = model.owner_of(expr.value, scope)
+    if owner is None or isinstance(owner, FunctionInfo) and owner.param(expr.value) is not None:
+        return False
+    values = owner.assigned.get(expr.value, [])
+    return len(values) == 1 and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and _table(values[0])
+
+
+def _table(expr: Union[cst.Dict, cst.List, cst.Tuple]) -> bool:
+    """A non-empty literal of configurations: a dict keyed by names, or rows of plain values (numbers,
+    strings, names, tuples of them) — not arrays built per row (`[jnp.float32(2.0), ...]`)."""
+    if isinstance(expr, cst.Dict):
+        return bool(expr.elements)
+
+    def plain(e: cst.BaseExpression) -> bool:
+        if isinstance(e, (cst.Tuple, cst.List)):
+            return all(plain(el.value) for el in e.elements)
+        # (`dict(n=8)`, `Setting(n=8)`: a row of settings; `jnp.float32(2.0)`: an array)
+        return not any(isinstance(n, cst.Call) and not (isinstance(n.func, cst.Name) and (
+            n.func.value == "dict" or n.func.value[:1].isupper())) for n in descendants(e))
+
+    return bool(expr.elements) and all(not isinstance(el, cst.StarredElement) and plain(el.value)
+                                       for el in expr.elements)
 
 
 def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, scope: Scope,
