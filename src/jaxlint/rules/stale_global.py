@@ -183,6 +183,8 @@ class StaleGlobal(Rule):
             later = [(order, loop) for order, loop in later if _before_and_after(order, loop, uses)]
         later = [(order, loop) for order, loop in later
                  if loop is None or not _rebuilt_alike(name, loop, model, owner)]
+        if _applied_where_made(fn, model):
+            later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
         if any(loop is not None for _order, loop in later):
             return "a loop rebinds it"
         if later and len(orders) >= 2:
@@ -309,6 +311,17 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) 
                 alike.add(n)
                 grew = True
     return name in alike
+
+
+def _applied_where_made(fn: FunctionInfo, model: ModuleModel) -> bool:
+    """A lambda handed straight to a transform whose result is called at once (`jax.jit(lambda x: ...)(x)`):
+    nothing keeps it, so no later call can run its old trace."""
+    if not isinstance(fn.node, cst.Lambda):
+        return False
+    for call, _scope, _loop in model.all_calls:
+        if call.args and call.args[0].value is fn.node and call.args[0].keyword is None:
+            return id(call) in model.applied_parent and model.applied_parent[id(call)].func is call
+    return False
 
 
 def _bound_names(target: cst.BaseExpression) -> Iterator[cst.Name]:
