@@ -499,6 +499,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             if len(rule.reports) != before:
                 tops.add(rec.top)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
+    calls += [ExternalCall(q, (), False, False, "", path, kind="key") for q in sorted(model.key_handoffs)]
     suppressions = Suppressions.scan(raw)
     if not reports:
         return sorted(suppressions.findings(path, codes), key=Finding.sort_key), calls
@@ -782,6 +783,8 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
             caller_mod = module_name(path)
             is_pkg = os.path.basename(path) == "__init__.py"
             for call in results[path][1]:
+                if call.kind != "traced":
+                    continue  # (a key handed to another file is asked of the project summaries instead)
                 full = absolute(call.qualname, caller_mod, is_pkg)
                 mod, _, func = full.rpartition(".")
                 if mod not in by_module and "." in mod:  # `pkg.models.CNN.__call__`: a method of a class
@@ -881,7 +884,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     index: Optional[ProjectIndex] = None
     for path in files:
         found, calls = results[path]
-        if not path.endswith(".py") or not needs_project(found):
+        if not path.endswith(".py") or not needs_project(found, calls):
             continue
         data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
         if data is None:

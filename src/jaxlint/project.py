@@ -12,11 +12,12 @@ import ast
 import dataclasses
 import os
 import re
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import libcst as cst
 
 from .semantic import ClassFacts, ModuleModel, ProjectClasses
+from .semantic.keys import ConsumedParam, module_key_params
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b"meta_fields", b"register_static",
@@ -54,6 +55,7 @@ class ProjectIndex:
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
+        self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -123,6 +125,7 @@ class ProjectIndex:
         self._register_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
         self._element_fns[path] = {}
+        self._key_fns[path] = {}
         self._imports[path] = {}
         self._reading.append(path)
         try:
@@ -157,6 +160,7 @@ class ProjectIndex:
             self._register_fns[path] = model.registering()
             self._host_fns[path] = model.host_decorators()
             self._element_fns[path] = model.static_elements()
+            self._key_fns[path] = module_key_params(model)
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
             pass
 
@@ -244,16 +248,18 @@ class ProjectIndex:
             mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
-        def elements(qualname: str) -> Optional[tuple[bool, ...]]:
-            full = absolute(qualname, me, is_pkg)
-            if full.rpartition(".")[0] not in imported:
-                return None
-            mod, _, name = self.origin(full).rpartition(".")
-            path = self.path_of(mod) if mod != me else None
-            if path is None:
-                return None
-            self._read(path)
-            return self._element_fns.get(path, {}).get(name)
+        def summary(table: dict[str, dict]) -> Callable[[str], Any]:
+            def ask(qualname: str) -> Any:
+                full = absolute(qualname, me, is_pkg)
+                if full.rpartition(".")[0] not in imported:
+                    return None
+                mod, _, name = self.origin(full).rpartition(".")
+                path = self.path_of(mod) if mod != me else None
+                if path is None:
+                    return None
+                self._read(path)
+                return table.get(path, {}).get(name)
+            return ask
 
         def returns(kind: str) -> Callable[[str], bool]:
             def ask(qualname: str) -> bool:
@@ -268,7 +274,7 @@ class ProjectIndex:
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
-                              static_elements=elements)
+                              static_elements=summary(self._element_fns), key_params=summary(self._key_fns))
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:
@@ -282,9 +288,10 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
                                field_classes=made_absolute(facts.field_classes))
 
 
-def needs_project(findings: list) -> bool:
-    """Whether a file's findings could change with what the project says about its classes."""
-    return any(f.name not in _UNAFFECTED for f in findings)
+def needs_project(findings: list, calls: list = ()) -> bool:  # type: ignore[assignment]
+    """Whether a file's findings could change with what the project says about its classes and functions:
+    a finding that depends on them, or a PRNG key handed to a function of another file."""
+    return any(f.name not in _UNAFFECTED for f in findings) or any(c.kind == "key" for c in calls)
 
 
 def absolute(qualname: str, module: str, is_package: bool) -> str:

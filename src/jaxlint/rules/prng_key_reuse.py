@@ -9,6 +9,7 @@ import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
+from ..semantic.keys import consumed_elsewhere, handed, key_arg, key_consumers, key_ref, names_of, signature
 from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children
 from .base import Report, Rule, Where
 
@@ -131,22 +132,13 @@ class PrngKeyReuse(Rule):
         name = q[len("jax.random."):]
         return None if name in KEY_MAKERS or "." in name else name
 
-    def _key_arg(self, call: cst.Call) -> Optional[str]:
-        for a in call.args:
-            if a.keyword is not None:
-                if a.keyword.value == "key":
-                    return _key_ref(a.value)
-                continue
-            return _key_ref(a.value) if not a.star else None
-        return None
-
     def _is_key_source(self, value: cst.BaseExpression) -> bool:
         if isinstance(value, cst.Call):
             q = self._where.model.resolve(value.func, self._scope) or ""
             return q in ("jax.random.PRNGKey", "jax.random.key", "jax.random.split", "jax.random.fold_in",
                          "jax.random.clone", "jax.random.wrap_key_data")
         if isinstance(value, cst.Subscript):
-            ref = _key_ref(value.value)
+            ref = key_ref(value.value)
             return ref is not None and ref in self._state_keys
         return False
 
@@ -171,55 +163,8 @@ class PrngKeyReuse(Rule):
         return out
 
     def _consumers(self) -> dict[int, set[str]]:
-        """Functions of this module that consume a key parameter (sample from it or split it, directly or
-        through another such function): id of the function -> names of those parameters."""
-        model = self._where.model
-        cached = self.__dict__.get("_consumer_cache")
-        if cached is not None and cached[0] is model:
-            return cached[1]
-        # Once per function: the key parameters it samples from or splits itself, and the calls that
-        # hand a parameter on to another function of the module (resolved once, not on every pass).
-        plans: list[tuple[int, set[str], list[tuple[int, list[tuple[str, str]]]]]] = []
-        for fn in model.functions:
-            # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
-            params = {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
-            if not params:
-                continue
-            direct: set[str] = set()
-            via: list[tuple[int, list[tuple[str, str]]]] = []
-            for call in fn.calls:
-                q = model.resolve(call.func, fn) or ""
-                fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
-                if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
-                    name = self._key_arg(call)
-                    if name in params and not _draws_unused(call, fn):
-                        direct.add(name)  # type: ignore[arg-type]
-                    continue
-                if not any(isinstance(a.value, cst.Name) and a.value.value in params for a in call.args):
-                    continue
-                callee = self._callee(call, fn)
-                if callee is None:
-                    continue
-                handed = [(param, ref) for param, ref in _handed(call, callee[0], callee[1]) if ref in params]
-                if handed:
-                    via.append((id(callee[0]), handed))
-            if direct or via:
-                plans.append((id(fn), direct, via))
-        out: dict[int, set[str]] = {}
-        grew = True
-        while grew:  # through helpers that hand the key on, to a fixed point
-            grew = False
-            for fid, direct, via in plans:
-                found = set(direct)
-                for callee_id, handed in via:
-                    consumed = out.get(callee_id)
-                    if consumed:
-                        found.update(ref for param, ref in handed if param in consumed)
-                if found - out.get(fid, set()):
-                    out.setdefault(fid, set()).update(found)
-                    grew = True
-        self.__dict__["_consumer_cache"] = (model, out)
-        return out
+        """Functions of this module that consume a key parameter: id of the function -> those parameters."""
+        return key_consumers(self._where.model)
 
     def _callee(self, call: cst.Call, scope: Scope) -> Optional[tuple[FunctionInfo, int]]:
         """The function of this module a call runs, and the number of leading parameters already bound."""
@@ -231,7 +176,7 @@ class PrngKeyReuse(Rule):
         fname = self._random_fn(call)
         keys: list[str] = []
         if fname is not None:
-            key = self._key_arg(call)
+            key = key_arg(call)
             keys = [key] if key is not None else []
         else:
             callee = self._callee(call, self._scope)
@@ -239,12 +184,16 @@ class PrngKeyReuse(Rule):
                 key = _sampled_key(call)  # `dist.sample(seed=key)`: a distribution draws from the key
                 if key is not None:
                     self._consume_key(call, key, call.func.attr.value, state, loop_names, root)  # type: ignore[attr-defined]
+                    return
+                # `utils.sample_noise(key, shape)`: a function of another project file that consumes it
+                for key in consumed_elsewhere(call, self._where.model, self._scope, state.keys):
+                    self._consume_key(call, key, code_of(call.func), state, loop_names, root)
                 return
             if id(callee[0]) not in self._consumers():
                 return
             fname = callee[0].name
             wanted = self._consumers()[id(callee[0])]
-            keys = [ref for param, ref in _handed(call, callee[0], callee[1], refs=True) if param in wanted]
+            keys = [ref for param, ref in handed(call, signature(callee[0]), callee[1], refs=True) if param in wanted]
         for key in keys:
             self._consume_key(call, key, fname, state, loop_names, root)
 
@@ -389,7 +338,7 @@ class PrngKeyReuse(Rule):
             for n in assigns:
                 if any(isinstance(m, cst.Name) and m.value in out for m in descendants(n.value)):
                     for t in n.targets:
-                        new = set(_names(t.target)) - out
+                        new = set(names_of(t.target)) - out
                         if new:
                             out |= new
                             grew = True
@@ -519,7 +468,7 @@ class PrngKeyReuse(Rule):
         return found, source
 
     def _bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], state: _State) -> None:
-        names = _names(target)
+        names = names_of(target)
         is_key = value is not None and self._is_key_source(value)
         for n in names:
             for k in list(state.consumed):
@@ -583,7 +532,7 @@ class PrngKeyReuse(Rule):
                 exclusive = {k: g for k, g in state.exclusive.items() if k in merged.consumed}
                 if guard is not None and stmt.orelse is None and not then_exit \
                         and guard[0] not in {n for t in descendants(stmt.body) if isinstance(t, (cst.AssignTarget, cst.AugAssign))
-                                             for n in _names(t.target)}:
+                                             for n in names_of(t.target)}:
                     exclusive.update((k, guard) for k in then_state.consumed if k not in state.consumed)
                 state.keys, state.consumed, state.exclusive = merged.keys, merged.consumed, exclusive
             elif isinstance(stmt, (cst.For, cst.While)):
@@ -612,7 +561,7 @@ class PrngKeyReuse(Rule):
                     if stmt.finalbody is not None:
                         self._block(_body(stmt.finalbody.body), state, loop_names)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                for name in _names(stmt.name):
+                for name in names_of(stmt.name):
                     state.keys.discard(name)
         return state, False
 
@@ -640,7 +589,7 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
         names: list[str] = []
         for target in ([t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]):
             _target_events(target, out)
-            names += _names(target)
+            names += names_of(target)
         if names:
             for call in _flowing_calls(value):
                 out.append(("targets", frozenset(names)))
@@ -654,7 +603,7 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
         if node.value is not None:
             _events(node.value, out)
         if isinstance(node, cst.AugAssign):
-            out.extend(("load", n) for n in _names(node.target))
+            out.extend(("load", n) for n in names_of(node.target))
         _target_events(node.target, out)
         return
     if isinstance(node, cst.For):
@@ -688,7 +637,7 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
 
 def _target_events(target: cst.BaseExpression, out: list[tuple[str, object]]) -> None:
     if isinstance(target, (cst.Name, cst.Tuple, cst.List, cst.StarredElement)):
-        out.extend(("store", n) for n in _names(target))
+        out.extend(("store", n) for n in names_of(target))
     else:  # `x[i] = v`, `obj.a = v`: reads the container
         _events(target, out)
 
@@ -697,25 +646,8 @@ def _body(block: cst.BaseSuite) -> list[cst.CSTNode]:
     return list(block.body) if isinstance(block, cst.IndentedBlock) else list(block.body)  # type: ignore[attr-defined]
 
 
-def _names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _names(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return _names(target.value)
-    return []
 
 
-def _key_ref(expr: cst.BaseExpression) -> Optional[str]:
-    """`key` or `keys[0]` (a constant subscript) as a trackable name."""
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and len(expr.slice) == 1:
-        sl = expr.slice[0].slice
-        if isinstance(sl, cst.Index) and isinstance(sl.value, cst.Integer):
-            return f"{expr.value.value}[{sl.value.value}]"
-    return None
 
 
 class _LoopNames:
@@ -735,16 +667,16 @@ class _LoopNames:
 
 def _bound_in(loop: Union[cst.For, cst.While]) -> set[str]:
     """Names (re)bound anywhere in a loop, including its target."""
-    out: set[str] = set(_names(loop.target)) if isinstance(loop, cst.For) else set()
+    out: set[str] = set(names_of(loop.target)) if isinstance(loop, cst.For) else set()
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         n = stack.pop()
         if isinstance(n, cst.AssignTarget):
-            out.update(_names(n.target))
+            out.update(names_of(n.target))
         elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
-            out.update(_names(n.target))
+            out.update(names_of(n.target))
         elif isinstance(n, cst.For):
-            out.update(_names(n.target))
+            out.update(names_of(n.target))
         if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             stack.extend(iter_children(n))
     return out
@@ -786,9 +718,9 @@ def _sampled_key(call: cst.Call) -> Optional[str]:
         return None
     for a in call.args:
         if a.keyword is not None and a.keyword.value in ("seed", "key", "rng", "rng_key"):
-            return _key_ref(a.value)
+            return key_ref(a.value)
     first = call.args[0] if call.args else None
-    return _key_ref(first.value) if first is not None and first.keyword is None and not first.star else None
+    return key_ref(first.value) if first is not None and first.keyword is None and not first.star else None
 
 
 # Samplers whose repeated draws with one key give the same reordering of equally long arrays.
@@ -823,39 +755,3 @@ def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
     if isinstance(count, cst.Integer) and isinstance(data, cst.Integer):
         return int(data.evaluated_value) >= int(count.evaluated_value)
     return code_of(count) == code_of(data)
-
-
-
-def _draws_unused(call: cst.Call, fn: FunctionInfo) -> bool:
-    """`k1, k2 = split(key)` in a helper that never reads `k1` or `k2`: the key gave nothing that is used."""
-    targets = [t for t, v, how in fn.events if v is call and how == "="]
-    if len(targets) != 1 or not isinstance(fn.node, cst.FunctionDef):
-        return False
-    names = set(_names(targets[0]))
-    stored = {id(n) for n in descendants(targets[0]) if isinstance(n, cst.Name)}
-    return bool(names) and not any(isinstance(n, cst.Name) and n.value in names and id(n) not in stored
-                                   for n in descendants(fn.node))
-
-
-def _handed(call: cst.Call, callee: FunctionInfo, offset: int, refs: bool = False) -> list[tuple[str, str]]:
-    """The names a call hands to a function's parameters, as (parameter, name): positional arguments
-    after the `offset` already bound, and keywords (`rng=key`). With `refs`, also constant subscripts
-    (`keys[0]`) in their `_key_ref` spelling."""
-    out: list[tuple[str, str]] = []
-    by_position = {p.index: p.name for p in callee.params if p.index is not None}
-    named = {p.name for p in callee.params if not p.star}
-    position = offset
-    for a in call.args:
-        if a.star:
-            if a.star == "*":
-                position = -1  # `*args`: the positions after it are unknown
-            continue
-        if a.keyword is None:
-            param = by_position.get(position) if position >= 0 else None
-            position += 1 if position >= 0 else 0
-        else:
-            param = a.keyword.value if a.keyword.value in named else None
-        ref = _key_ref(a.value) if refs else (a.value.value if isinstance(a.value, cst.Name) else None)
-        if param is not None and ref is not None:
-            out.append((param, ref))
-    return out

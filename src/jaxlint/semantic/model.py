@@ -52,6 +52,8 @@ class ModuleModel:
         self.nested_boolops: set[int] = set()
         self.all_calls: list[tuple[cst.Call, Scope, Optional[LoopInfo]]] = []
         self.external_calls: dict[int, ExternalCall] = {}  # by id of the call node
+        # qualified names of imported functions a PRNG key is handed to, asked of the project when known
+        self.key_handoffs: set[str] = set()
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp

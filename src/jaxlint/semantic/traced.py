@@ -596,6 +596,9 @@ class ExternalCall:
     cached: bool
     caller: str
     origin: str = ""  # the caller's file, filled in by the API
+    # "traced": a call from traced code, followed into the callee's file; "key": a PRNG key handed to a
+    # function of another file, whose summary (does it consume the key?) the caller's analysis needs
+    kind: str = "traced"
 
 
 def _called_only_by_parent(fn: FunctionInfo) -> bool:

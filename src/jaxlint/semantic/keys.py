@@ -1,0 +1,193 @@
+"""Which functions consume a PRNG key they are given: sample from it or split it, here or in a helper."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Container, Optional
+
+import libcst as cst
+
+from ..jaxapi import KEY_MAKERS
+from ..syntax import descendants, dotted
+from .scopes import FunctionInfo, Scope
+
+if TYPE_CHECKING:
+    from .model import ModuleModel
+
+# A consumed parameter as another file sees it: (name, positional index or None when keyword-only).
+ConsumedParam = tuple[str, Optional[int]]
+# Packages whose functions are never the project's own (their keys are handled by name, or not at all).
+_LIBRARIES = frozenset({"jax", "numpy", "builtins", "flax", "optax", "equinox", "haiku", "chex", "distrax",
+                        "numpyro", "tensorflow_probability", "functools", "math", "random", "np", "jnp"})
+
+
+def names_of(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment target binds, in order."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in names_of(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return names_of(target.value)
+    return []
+
+
+def key_ref(expr: cst.BaseExpression) -> Optional[str]:
+    """`key` or `keys[0]` (a constant subscript) as a trackable name."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and len(expr.slice) == 1:
+        sl = expr.slice[0].slice
+        if isinstance(sl, cst.Index) and isinstance(sl.value, cst.Integer):
+            return f"{expr.value.value}[{sl.value.value}]"
+    return None
+
+
+def key_arg(call: cst.Call) -> Optional[str]:
+    """The key a `jax.random` function is given: its first positional argument or `key=`."""
+    for a in call.args:
+        if a.keyword is not None:
+            if a.keyword.value == "key":
+                return key_ref(a.value)
+            continue
+        return key_ref(a.value) if not a.star else None
+    return None
+
+
+def draws_unused(call: cst.Call, fn: FunctionInfo) -> bool:
+    """`k1, k2 = split(key)` in a helper that never reads `k1` or `k2`: the key gave nothing that is used."""
+    targets = [t for t, v, how in fn.events if v is call and how == "="]
+    if len(targets) != 1 or not isinstance(fn.node, cst.FunctionDef):
+        return False
+    names = set(names_of(targets[0]))
+    stored = {id(n) for n in descendants(targets[0]) if isinstance(n, cst.Name)}
+    return bool(names) and not any(isinstance(n, cst.Name) and n.value in names and id(n) not in stored
+                                   for n in descendants(fn.node))
+
+
+def handed(call: cst.Call, params: list[ConsumedParam], offset: int, refs: bool = False) -> list[tuple[str, str]]:
+    """The names a call hands to a function's parameters, as (parameter, name): positional arguments
+    after the `offset` already bound, and keywords (`rng=key`). With `refs`, also constant subscripts
+    (`keys[0]`) in their `key_ref` spelling. `params`: the function's parameters with their positions."""
+    out: list[tuple[str, str]] = []
+    by_position = {index: name for name, index in params if index is not None}
+    named = {name for name, _index in params}
+    position = offset
+    for a in call.args:
+        if a.star:
+            if a.star == "*":
+                position = -1  # `*args`: the positions after it are unknown
+            continue
+        if a.keyword is None:
+            param = by_position.get(position) if position >= 0 else None
+            position += 1 if position >= 0 else 0
+        else:
+            param = a.keyword.value if a.keyword.value in named else None
+        ref = key_ref(a.value) if refs else (a.value.value if isinstance(a.value, cst.Name) else None)
+        if param is not None and ref is not None:
+            out.append((param, ref))
+    return out
+
+
+def signature(fn: FunctionInfo) -> list[ConsumedParam]:
+    """A function's named parameters with their positions (None for keyword-only ones)."""
+    return [(p.name, p.index) for p in fn.params if not p.star]
+
+
+def _resolved_elsewhere(call: cst.Call, model: "ModuleModel", fn: "Scope"
+                        ) -> Optional[tuple[list[ConsumedParam], frozenset[str]]]:
+    """What a call of a function of another project file consumes: (its parameters, the consumed ones)."""
+    project = model.project
+    if project is None:
+        return None
+    qual = model.resolve(call.func, fn)
+    if qual is None or qual.startswith(("jax.", "numpy.", "builtins.")):
+        return None
+    found = project.key_params(qual)
+    if not found:
+        return None
+    return list(found), frozenset(name for name, _index in found)
+
+
+def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
+    """Functions of this module that consume a key parameter (sample from it or split it, directly,
+    through another such function of the module, or through one of another project file): id of the
+    function -> names of those parameters."""
+    cached = model.__dict__.get("_key_consumers")
+    if cached is not None:
+        return cached
+    # Once per function: the key parameters it samples from or splits itself, and the calls that hand a
+    # parameter on to another function of the module (resolved once, not on every pass).
+    plans: list[tuple[int, set[str], list[tuple[int, list[tuple[str, str]]]]]] = []
+    for fn in model.functions:
+        # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
+        params = {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
+        if not params:
+            continue
+        direct: set[str] = set()
+        via: list[tuple[int, list[tuple[str, str]]]] = []
+        for call in fn.calls:
+            q = model.resolve(call.func, fn) or ""
+            fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
+            if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
+                name = key_arg(call)
+                if name in params and not draws_unused(call, fn):
+                    direct.add(name)  # type: ignore[arg-type]
+                continue
+            if not any(isinstance(a.value, cst.Name) and a.value.value in params for a in call.args):
+                continue
+            ref = model.callee(call, fn)
+            if ref is None:
+                elsewhere = _resolved_elsewhere(call, model, fn)
+                if elsewhere is not None:  # `utils.sample_noise(key, shape)` of another project file
+                    sig, consumed = elsewhere
+                    direct.update(name for param, name in handed(call, sig, 0) if param in consumed and name in params)
+                continue
+            hands = [(param, name) for param, name in handed(call, signature(ref.fn), ref.offset) if name in params]
+            if hands:
+                via.append((id(ref.fn), hands))
+        if direct or via:
+            plans.append((id(fn), direct, via))
+    out: dict[int, set[str]] = {}
+    grew = True
+    while grew:  # through helpers that hand the key on, to a fixed point
+        grew = False
+        for fid, direct, via in plans:
+            found = set(direct)
+            for callee_id, hands in via:
+                consumed = out.get(callee_id)
+                if consumed:
+                    found.update(name for param, name in hands if param in consumed)
+            if found - out.get(fid, set()):
+                out.setdefault(fid, set()).update(found)
+                grew = True
+    model.__dict__["_key_consumers"] = out
+    return out
+
+
+def consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope", keys: Container[str]) -> list[str]:
+    """The keys (of `keys`) a call of a function of another project file consumes (`utils.sample(key, n)`).
+    Without the project's summaries, a key handed to an imported function is noted (`key_handoffs`), so
+    the file is analysed again once they are known."""
+    if model.project is None:
+        if any(key_ref(a.value) in keys for a in call.args):
+            qual = model.resolve(call.func, scope)
+            local = (dotted(call.func) or "").split(".")[0]
+            if qual is not None and local in model.root.imports and qual.lstrip(".").split(".")[0] not in _LIBRARIES:
+                model.key_handoffs.add(qual)
+        return []
+    found = _resolved_elsewhere(call, model, scope)
+    if found is None:
+        return []
+    sig, consumed = found
+    return [name for param, name in handed(call, sig, 0, refs=True) if param in consumed]
+
+
+def module_key_params(model: "ModuleModel") -> dict[str, tuple[ConsumedParam, ...]]:
+    """The module-level functions that consume a key parameter, by name, with the consumed parameters and
+    their positions: what another file of the project needs to know about them."""
+    consumers = key_consumers(model)
+    out: dict[str, tuple[ConsumedParam, ...]] = {}
+    for name, fn in model.root.defs.items():
+        consumed = consumers.get(id(fn))
+        if consumed:
+            out[name] = tuple((p, i) for p, i in signature(fn) if p in consumed)
+    return out
