@@ -333,12 +333,12 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
             return [], None
         codes = codes_for(path, settings) - {UnusedSuppression.code}
         transforms = _extra_transforms(settings.trace_decorators)
-        found, _ = check_module(module, data, path, codes, transforms)
+        found, calls = check_module(module, data, path, codes, transforms)
         if path.endswith(".py"):
             from .project import ProjectIndex, needs_project
 
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
-            project = ProjectIndex([path], module_name).for_file(path, data) if needs_project(found) else None
+            project = ProjectIndex([path], module_name).for_file(path, data) if needs_project(found, calls) else None
             if project is not None:
                 found, _ = check_module(module, data, path, codes, transforms, project=project)
         return found, module

@@ -84,11 +84,13 @@ def warm_job() -> None:
     the first buffer opens."""
 
 
-def _project_classes(path: str, data: bytes, found: list[Finding]) -> Optional[ProjectClasses]:
+def _project_classes(path: str, data: bytes, found: list[Finding], calls: list[ExternalCall]
+                     ) -> Optional[ProjectClasses]:
     """What the command line's second pass (api.with_project_classes) knows about the buffer: the
-    pytree classes and static fields of the project modules it imports, read from their saved files.
-    None when the findings cannot depend on them or the buffer imports none."""
-    if not (path.endswith(".py") and os.path.isabs(path) and needs_project(found)):
+    pytree classes and static fields of the project modules it imports, and their key-consuming
+    functions, read from their saved files. None when the findings cannot depend on them or the buffer
+    imports none."""
+    if not (path.endswith(".py") and os.path.isabs(path) and needs_project(found, calls)):
         return None
     try:
         return ProjectIndex([path], module_name).for_file(path, data)
@@ -103,8 +105,8 @@ def lint_job(text: str, path: str, settings: Settings, external: Optional[list[E
     data, _ = _to_bytes(text)
 
     def work() -> list[Finding]:
-        found, _ = analyse(data, path, settings.codes, settings.trace_decorators, external)
-        project = _project_classes(path, data, found)
+        found, calls = analyse(data, path, settings.codes, settings.trace_decorators, external)
+        project = _project_classes(path, data, found, calls)
         if project is not None:
             found, _ = analyse(data, path, settings.codes, settings.trace_decorators, external, project)
         for f in found:
@@ -154,6 +156,7 @@ def actions_job(text: str, path: str, settings: Settings, first_line: int, last_
     data, enc = _to_bytes(text)
     transforms = _extra_transforms(settings.trace_decorators)
     project: Optional[ProjectClasses] = None  # set once the buffer's findings ask for it
+    handoffs: list[ExternalCall] = []  # keys the buffer hands to other files (asked of the project)
 
     def lint(source: bytes, name: str) -> tuple[list[Finding], Optional[cst.Module]]:
         # api.lint_for_fix, plus the calls from other files: findings whose edits refer to the tree
@@ -163,12 +166,14 @@ def actions_job(text: str, path: str, settings: Settings, first_line: int, last_
             module = cst.parse_module(source)
         except Exception:
             return [], None
-        return check_module(module, source, name, settings.codes, transforms, external, project)[0], module
+        found, calls = check_module(module, source, name, settings.codes, transforms, external, project)
+        handoffs[:] = calls
+        return found, module
 
     def work() -> list[Action]:
         nonlocal project
         found, module = lint(data, path)
-        project = _project_classes(path, data, found)
+        project = _project_classes(path, data, found, handoffs)
         if project is not None:  # the findings the diagnostics show (lint_job), edits on the same tree
             found, module = lint(data, path)
         out: list[Action] = []

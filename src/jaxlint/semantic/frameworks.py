@@ -26,9 +26,11 @@ from ..jaxapi import (
 
 _FRAMEWORK_PACKAGES = frozenset({"flax", "equinox", "haiku"})
 
+from .scopes import FunctionInfo
+
 if TYPE_CHECKING:
     from .model import ModuleModel
-    from .scopes import CallableRef, ClassInfo, FunctionInfo, Scope
+    from .scopes import CallableRef, ClassInfo, Scope
     from .traced import ArgInfo
     from .values import Values
 
@@ -515,9 +517,30 @@ class Frameworks:
             return qual if "." in qual and qual.rsplit(".", 1)[-1][:1].isupper() else None
         if isinstance(expr, cst.Name) and depth < 3:
             owner = self.m.owner_of(expr.value, scope)
+            param = owner.param(expr.value) if isinstance(owner, FunctionInfo) else None
+            if param is not None:  # `def step(model: models.CNN, x)`: the annotation names the class
+                ann = param.annotation_expr
+                qual = self.m.resolve(ann, owner) if isinstance(ann, (cst.Name, cst.Attribute)) else None
+                if qual is None or qual.startswith(("builtins.", "jax.", "flax.", "equinox.", "haiku.", "optax.",
+                                                    "numpy.", "typing.")):
+                    return None
+                return qual if "." in qual and qual.rsplit(".", 1)[-1][:1].isupper() else None
             bound = owner.assigned.get(expr.value, []) if owner is not None else []
             if len(bound) == 1 and bound[0] is not None:
                 return self._imported_class(bound[0], owner, depth + 1)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and depth < 3:
+            # `self.encoder(x)` with `self.encoder = Encoder(...)` in `setup`/`__init__`, `Encoder` imported
+            fn = scope.function_scope()
+            if fn is None or not fn.is_method or fn.cls is None or not fn.params \
+                    or fn.params[0].name != expr.value.value:
+                return None
+            values = [(value, init) for init in (fn.cls.defs.get("__init__"), fn.cls.defs.get("setup"))
+                      if init is not None and init.params
+                      for target, value, how in init.events
+                      if how == "=" and isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                      and target.value.value == init.params[0].name and target.attr.value == expr.attr.value]
+            if len(values) == 1 and values[0][0] is not None:
+                return self._imported_class(values[0][0], values[0][1], depth + 1)
         return None
 
     def method_named(self, qualname: str) -> Optional["FunctionInfo"]:

@@ -516,7 +516,9 @@ class _Tracer:
                 direct = fn.target is not None and fn.target.transform != "helper"
                 if direct and qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
                     m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
-                elif direct:  # `models.CNN().apply(variables, x)`: a method of a module class imported from elsewhere
+                elif direct or (fn.is_method and fn.cls is not None and m.frameworks.kind(fn.cls)):
+                    # `models.CNN().apply(variables, x)`: a method of a module class imported from elsewhere,
+                    # also a submodule a model module's own method calls (`self.encoder(x)`)
                     method = m.frameworks.imported_method(call, fn, values, args)
                     if method is not None:
                         m.external_calls[id(call)] = ExternalCall(method[0], method[1], fn.abstract, fn.cached,
@@ -560,10 +562,9 @@ class _Tracer:
                 fn = m.frameworks.method_named(ext.qualname)
             if fn is None:
                 continue
-            # Across files only arguments that are evidently arrays make parameters traced: objects
-            # handed to library helpers are mostly configuration and bookkeeping.
-            arrays = [dataclasses.replace(a, traced=a.traced and a.array) for a in ext.args]
-            traced, _ = _map_args(fn, 0, arrays)
+            # A traced argument makes its parameter traced; as its pytree structure is not known here,
+            # its attributes are not leaves (`cfg.flag` of a configuration object stays a Python value).
+            traced, _ = _map_args(fn, 0, list(ext.args))
             pytrees: set[str] = set()  # too far from the transform to know which objects are flattened pytrees
             fn.helper_sites.add((m.root, -1))  # called from another file: the site is not known here
             if fn.target is None:
