@@ -247,6 +247,8 @@ class PrngKeyReuse(Rule):
         if first is not None:
             if self._compared(first, call):
                 return  # `assert_allclose(a, b)` of two draws from one key: the same numbers are the point
+            if self._alternatives(first, call):
+                return  # `jnp.where(c, draw_a, draw_b)`: each element keeps one of the two draws
             if self._draw_unused(call, fname, loop_names):
                 return  # this draw is never read in its function: nothing drawn twice is used
             self._report(call, f"`{key}` was already consumed by `{_callee(first)}`; split it and use a new key.",
@@ -378,6 +380,35 @@ class PrngKeyReuse(Rule):
                     # against a constant (`allclose(p2 - p1, shift)`); not draws feeding both sides
                     # (`assert_allclose(f(x, w), ref(x, w))`: inputs to two computations, not compared)
                     if on(ln, li, a, first) != on(rn, ri, a, first) and on(ln, li, b, call) != on(rn, ri, b, call):
+                        return True
+        return False
+
+    def _alternatives(self, first: cst.CSTNode, call: cst.Call) -> bool:
+        """Whether the two draws are alternatives one selection keeps one of: the two values of
+        `jnp.where(c, a, b)` / `lax.select(c, a, b)`, or `m * a + (1 - m) * b` with a 0/1 mask `m`. Each
+        element then comes from one draw only, so nothing is drawn twice."""
+        a, b = self._derived(self._targets(first)), self._derived(self._targets(call))
+        if a & b:  # both in one statement (`x = m * draw_a + (1 - m) * draw_b`): the calls themselves
+            a = b = frozenset()
+
+        def holds(node: cst.CSTNode, draw: cst.CSTNode, names: frozenset) -> bool:
+            return any(n is draw or isinstance(n, cst.Name) and n.value in names for n in descendants(node))
+
+        def split_between(x: cst.CSTNode, y: cst.CSTNode) -> bool:
+            return (holds(x, first, a) and holds(y, call, b) and not holds(x, call, b) and not holds(y, first, a)) \
+                or (holds(x, call, b) and holds(y, first, a) and not holds(x, first, a) and not holds(y, call, b))
+
+        for stmt in self._body:
+            for n in descendants(stmt):
+                if isinstance(n, cst.Call) and len(n.args) >= 3 and all(x.keyword is None for x in n.args[:3]) \
+                        and (self._where.model.resolve(n.func, self._scope) or "") in _SELECTIONS:
+                    cond, x, y = (arg.value for arg in n.args[:3])
+                    if split_between(x, y) and not holds(cond, first, a) and not holds(cond, call, b):
+                        return True
+                elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Add):
+                    masks = [_mask_factor(side) for side in (n.left, n.right)]
+                    if all(m is not None for m in masks) and _complementary(masks[0][0], masks[1][0]) \
+                            and split_between(masks[0][1], masks[1][1]):  # type: ignore[index]
                         return True
         return False
 
@@ -699,6 +730,28 @@ _SAMPLE_METHODS = frozenset({"sample", "sample_and_log_prob", "sample_n", "rsamp
 
 _META_ATTRS = frozenset({"shape", "dtype", "ndim", "size"})
 # Calls that compare their arguments (tests asserting two draws agree).
+# Selections keeping one of two values per element.
+_SELECTIONS = frozenset({"jax.numpy.where", "numpy.where", "jax.lax.select", "jax.numpy.select"})
+
+
+def _mask_factor(side: cst.BaseExpression) -> Optional[tuple[str, cst.BaseExpression]]:
+    """`m * value` (either order) as (the code of the mask, the value), with `(1 - m)` as a mask too."""
+    if not isinstance(side, cst.BinaryOperation) or not isinstance(side.operator, cst.Multiply):
+        return None
+    for mask, value in ((side.left, side.right), (side.right, side.left)):
+        if isinstance(mask, (cst.Name, cst.Attribute, cst.Subscript)) or (
+                isinstance(mask, cst.BinaryOperation) and isinstance(mask.operator, cst.Subtract)
+                and isinstance(mask.left, cst.Integer) and mask.left.value == "1"):
+            return code_of(mask), value
+    return None
+
+
+def _complementary(m1: str, m2: str) -> bool:
+    """`team` and `(1 - team)`."""
+    strip = lambda c: c.strip().removeprefix("(").removesuffix(")").replace(" ", "")  # noqa: E731
+    return strip(m2) == f"1-{strip(m1)}" or strip(m1) == f"1-{strip(m2)}"
+
+
 _COMPARISONS = ("allclose", "assert_allclose", "array_equal", "assert_array_equal", "assert_array_almost_equal",
                 "isclose", "assertEqual", "assertAllClose", "assert_trees_all_close", "assert_trees_all_equal")
 
