@@ -20,7 +20,7 @@ from ..jaxapi import (
     TRANSFORMS,
     Transform,
 )
-from ..syntax import _returns, annotation_name, descendants, dotted, iter_children, only_called, plain_annotation
+from ..syntax import _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
@@ -817,6 +817,20 @@ class ModuleModel:
             return None
         return fn
 
+    def probed(self, node: cst.CSTNode, scope: Scope) -> bool:
+        """Whether a node runs in the body of a `try` whose handler catches what tracing raises
+        (`except Exception:`, `except TypeError:`, JAX's tracer errors, a bare `except:`): a conversion
+        there is a deliberate probe of whether a value is concrete (`try: np.asarray(x)
+        except Exception: return False`)."""
+        fn = scope.function_scope()
+        if fn is None or not isinstance(fn.node, cst.FunctionDef):
+            return False
+        probes = self.__dict__.setdefault("_probes", {})
+        if id(fn) not in probes:
+            probes[id(fn)] = [t.body for t in descendants(fn.node) if isinstance(t, cst.Try)
+                              and any(_catches_tracing(h.type) for h in t.handlers)]
+        return any(contains(body, node) for body in probes[id(fn)])
+
     def in_static_branch(self, call: cst.Call, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
         """Whether a call runs only in one arm of an `if` of its own function whose test is a Python value
         (configuration): which arm runs is decided while tracing, once (the code after
@@ -1115,3 +1129,18 @@ def _inside(inner: "FunctionInfo", outer: "FunctionInfo") -> bool:
             return True
         s = s.parent
     return False
+
+
+# Exceptions a failed conversion of a tracer raises (or a class of them).
+_TRACING_ERRORS = frozenset({"Exception", "BaseException", "TypeError", "TracerArrayConversionError",
+                             "ConcretizationTypeError", "TracerBoolConversionError",
+                             "TracerIntegerConversionError", "JAXTypeError"})
+
+
+def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
+    if kind is None:
+        return True  # a bare `except:`
+    if isinstance(kind, cst.Tuple):
+        return any(_catches_tracing(el.value) for el in kind.elements)
+    name = dotted(kind)
+    return name is not None and name.rsplit(".", 1)[-1] in _TRACING_ERRORS
