@@ -250,9 +250,11 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
                 q = where.resolve(n.func) or dotted(n.func) or ""
                 if q.rsplit(".", 1)[-1] in _SHAPED:
                     return True
-                if not q.startswith(("jax.", "numpy.", "builtins.")) and n.func is not None \
-                        and (isinstance(n.func, cst.Name) or q != (dotted(n.func) or "")):
-                    return True  # `G, tau = make_test_data(n, nb, bs)`: a helper building data for the item
+                # `G, tau = make_test_data(n, nb, bs)`: a function of the project (not a library's, not a
+                # method of some object) building data for the item
+                written = dotted(n.func) or ""
+                if not q.startswith(("jax.", "numpy.", "builtins.")) and (isinstance(n.func, cst.Name) or q != written):
+                    return True
             if depth < 3 and isinstance(n, cst.Name) and n.value not in items:
                 if any(sized(v, depth + 1) for v in _values_in_loop(loop, n.value)):
                     return True

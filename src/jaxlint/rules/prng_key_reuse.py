@@ -731,7 +731,7 @@ _SAMPLE_METHODS = frozenset({"sample", "sample_and_log_prob", "sample_n", "rsamp
 _META_ATTRS = frozenset({"shape", "dtype", "ndim", "size"})
 # Calls that compare their arguments (tests asserting two draws agree).
 # Selections keeping one of two values per element.
-_SELECTIONS = frozenset({"jax.numpy.where", "numpy.where", "jax.lax.select", "jax.numpy.select"})
+_SELECTIONS = frozenset({"jax.numpy.where", "numpy.where", "jax.lax.select"})
 
 
 def _mask_factor(side: cst.BaseExpression) -> Optional[tuple[str, cst.BaseExpression]]:

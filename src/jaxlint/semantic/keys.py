@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Container, Optional
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
-from ..syntax import descendants, dotted
+from ..syntax import _target_names, descendants, dotted
 from .scopes import FunctionInfo, Scope
 
 if TYPE_CHECKING:
@@ -21,13 +21,7 @@ _LIBRARIES = frozenset({"jax", "numpy", "builtins", "flax", "optax", "equinox", 
 
 def names_of(target: cst.BaseExpression) -> list[str]:
     """The names an assignment target binds, in order."""
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in names_of(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return names_of(target.value)
-    return []
+    return list(_target_names(target))
 
 
 def key_ref(expr: cst.BaseExpression) -> Optional[str]:

@@ -948,15 +948,10 @@ def _python_valued(fn: FunctionInfo, name: str) -> bool:
         if isinstance(n, cst.Match) and isinstance(n.subject, cst.Name) and n.subject.value == name:
             python = True
         elif isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and n.left.value == name:
-            for c in n.comparisons:
-                values = _literal_values(c.comparator, _str_leaf)
-                if values:
-                    python = True
+            python = python or any(_literal_values(c.comparator, _str_leaf) for c in n.comparisons)
         elif isinstance(n, cst.Call):
             q = dotted(n.func) or ""
-            named = any(isinstance(a.value, cst.Name) and a.value.value == name
-                        or any(isinstance(d, cst.Name) and d.value == name for d in descendants(a.value))
-                        for a in n.args)
+            named = any(isinstance(d, cst.Name) and d.value == name for a in n.args for d in descendants(a.value))
             if q == "range" and named:
                 python = True
             elif named and q.split(".")[0] in ("jnp", "jax", "lax", "np", "numpy"):
@@ -968,7 +963,6 @@ def _python_valued(fn: FunctionInfo, name: str) -> bool:
         if array:
             return False
     return python
-
 
 
 def _spec_elements(spec: cst.BaseExpression, depth: int = 0) -> Optional[list[cst.BaseExpression]]:
