@@ -6,7 +6,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
-from ..syntax import iter_children
+from ..syntax import _target_names, iter_children
 from ..semantic.loops import loop_invariant
 from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
@@ -291,10 +291,10 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) 
             continue
         if isinstance(n, cst.Assign):
             for target in n.targets:
-                for t in _bound_names(target.target):
-                    values.setdefault(t.value, []).append(n.value)
+                for t in _target_names(target.target):
+                    values.setdefault(t, []).append(n.value)
         elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For)):
-            other.update(t.value for t in _bound_names(n.target))
+            other.update(_target_names(n.target))
         stack.extend(iter_children(n))
 
     def plain_call(v: cst.BaseExpression) -> bool:
@@ -323,15 +323,6 @@ def _applied_where_made(fn: FunctionInfo, model: ModuleModel) -> bool:
             return id(call) in model.applied_parent and model.applied_parent[id(call)].func is call
     return False
 
-
-def _bound_names(target: cst.BaseExpression) -> Iterator[cst.Name]:
-    if isinstance(target, cst.Name):
-        yield target
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for el in target.elements:
-            yield from _bound_names(el.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from _bound_names(target.value)
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:
