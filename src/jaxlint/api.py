@@ -338,7 +338,8 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
             from .project import ProjectIndex, needs_project
 
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
-            project = ProjectIndex([path], module_name).for_file(path, data) if needs_project(found, calls) else None
+            index = ProjectIndex([path], module_name)
+            project = index.for_file(path, data) if needs_project(found, calls, index, path) else None
             if project is not None:
                 found, _ = check_module(module, data, path, codes, transforms, project=project)
         return found, module
@@ -884,7 +885,11 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     index: Optional[ProjectIndex] = None
     for path in files:
         found, calls = results[path]
-        if not path.endswith(".py") or not needs_project(found, calls):
+        if not path.endswith(".py"):
+            continue
+        if any(c.kind == "key" for c in calls):
+            index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
+        if not needs_project(found, calls, index, path):
             continue
         data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
         if data is None:

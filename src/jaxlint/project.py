@@ -64,6 +64,15 @@ class ProjectIndex:
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
 
+    def defines(self, qualname: str, path: str) -> bool:
+        """Whether a function a file names (`.noise.sample`, `pkg.utils.draw`, as its imports resolve it)
+        lives in a project file other than that one."""
+        me = self._module_name(path)
+        full = absolute(qualname, me, os.path.basename(path) == "__init__.py")
+        module = full.rpartition(".")[0]
+        found = self.path_of(module) or self.path_of(module.rpartition(".")[0])  # a function, or `Class.method`
+        return found is not None and os.path.abspath(found) != os.path.abspath(path)
+
     def path_of(self, module: str) -> Optional[str]:
         """The project file of a module: a given file, else a module file under the files' roots."""
         if module in self.by_module:
@@ -288,10 +297,15 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
                                field_classes=made_absolute(facts.field_classes))
 
 
-def needs_project(findings: list, calls: list = ()) -> bool:  # type: ignore[assignment]
+def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]
+                  path: str = "") -> bool:
     """Whether a file's findings could change with what the project says about its classes and functions:
-    a finding that depends on them, or a PRNG key handed to a function of another file."""
-    return any(f.name not in _UNAFFECTED for f in findings) or any(c.kind == "key" for c in calls)
+    a finding that depends on them, or a PRNG key handed to a function of another project file (asked of
+    `index` for the file at `path`)."""
+    if any(f.name not in _UNAFFECTED for f in findings):
+        return True
+    handoffs = [c.qualname for c in calls if c.kind == "key"]
+    return bool(handoffs) and index is not None and any(index.defines(q, path) for q in handoffs)
 
 
 def absolute(qualname: str, module: str, is_package: bool) -> str:

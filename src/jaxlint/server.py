@@ -90,10 +90,13 @@ def _project_classes(path: str, data: bytes, found: list[Finding], calls: list[E
     pytree classes and static fields of the project modules it imports, and their key-consuming
     functions, read from their saved files. None when the findings cannot depend on them or the buffer
     imports none."""
-    if not (path.endswith(".py") and os.path.isabs(path) and needs_project(found, calls)):
+    if not (path.endswith(".py") and os.path.isabs(path)):
         return None
     try:
-        return ProjectIndex([path], module_name).for_file(path, data)
+        index = ProjectIndex([path], module_name)
+        if not needs_project(found, calls, index, path):
+            return None
+        return index.for_file(path, data)
     except Exception:  # noqa: BLE001 - the classes refine findings; never let them stop the lint
         return None
 

@@ -67,6 +67,9 @@ class ModuleModel:
         self.summaries_final = False
         self._returns_busy: set[int] = set()
         self._site_returns: dict[tuple[int, frozenset[str], frozenset[str]], Optional[list[bool]]] = {}
+        # the same, while the tracer still spreads: valid for one round of it (cleared at each round)
+        self.round_returns: dict[tuple[int, frozenset[str], frozenset[str]], Optional[list[bool]]] = {}
+        self._return_exprs: dict[int, list[cst.BaseExpression]] = {}  # a def's returned expressions
         self._calls_busy: set[int] = set()
         self._wanted = wanted
         self._aliasing: set[str] = set()
@@ -758,18 +761,20 @@ class ModuleModel:
         """What a traced function returns when only `params` receive tracers: one flag per element when
         every `return` gives a tuple of the same length, else a single flag (None while recursing)."""
         node = helper.node
-        if isinstance(node, cst.Lambda):
-            exprs: list[cst.BaseExpression] = [node.body]
-        elif isinstance(node, cst.FunctionDef):
-            exprs = [r.value for r in _returns(node.body) if r.value is not None]
-        else:
+        if not isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return None
+        exprs = self._return_exprs.get(id(node))
+        if exprs is None:
+            exprs = self._return_exprs[id(node)] = [node.body] if isinstance(node, cst.Lambda) else [
+                r.value for r in _returns(node.body) if r.value is not None]
         params = params - helper.declared_static
         if helper.target is not None and helper.target.transform != "helper":
             params = set(helper.traced_params)  # traced by a transform of its own: its parameters are traced
         key = (id(helper), frozenset(params), frozenset(pytrees))
         if key in self._site_returns:
             return self._site_returns[key]
+        if key in self.round_returns:
+            return self.round_returns[key]
         if id(helper) in self._returns_busy:
             return None
         self._returns_busy.add(id(helper))
@@ -793,6 +798,8 @@ class ModuleModel:
             self._returns_busy.discard(id(helper))
         if self.summaries_final:
             self._site_returns[key] = out
+        else:
+            self.round_returns[key] = out
         return out
 
     def summarised_callee(self, call: cst.Call, fn: "FunctionInfo", traced_only: bool = True

@@ -130,6 +130,7 @@ class _Tracer:
         if late:
             self.settle()
         m.summaries_final = True
+        m.round_returns.clear()
         solve_flags(m.functions)
         for fn in m.functions:
             # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
@@ -146,6 +147,7 @@ class _Tracer:
         rounds = 0
         while True:
             self.changed = False
+            m.round_returns.clear()  # helper summaries are asked again with this round's tracers
             before = sum(len(f.traced_names) for f in m.functions)
             for fn in [f for f in m.functions if f.traced]:
                 Values(m, fn).solve()

@@ -257,12 +257,14 @@ class Values:
 
     def traced(self, e: cst.BaseExpression) -> bool:  # noqa: C901 - one dispatch on node type
         if isinstance(e, cst.Name):
+            if not self.name_traced(e.value):
+                return False
             loop = self._loop_binding(e)
             if loop is not None:  # inside `for mask in self.masks:` `mask` is the element, whatever else it was
                 if (container_path(loop.iter), e.value) in self.fn.key_subscripts:
                     return False  # `for k in d: ... d[k]`: iterating a mapping gives its keys
                 return any(_flatten(self._elements(loop.iter)))
-            return self.name_traced(e.value)
+            return True
         if isinstance(e, cst.Attribute):
             if e.attr.value in STATIC_ATTRS:
                 return False
