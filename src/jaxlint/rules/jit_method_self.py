@@ -86,6 +86,8 @@ class JitMethodSelf(Rule):
     def _method(self, fn: Optional[FunctionInfo]) -> Optional[FunctionInfo]:
         if fn is None or not fn.is_method or fn.cls is None or fn.cls.pytree:
             return None
+        if fn.cls.defs.get(fn.name) is not fn:
+            return None  # defined again further down the class body: this def is never bound
         if not isinstance(fn.node, cst.FunctionDef):
             return None
         decos = {(d.decorator.value if isinstance(d.decorator, cst.Name) else "") for d in fn.node.decorators}

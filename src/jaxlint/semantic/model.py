@@ -829,14 +829,25 @@ class ModuleModel:
         (`except Exception:`, `except TypeError:`, JAX's tracer errors, a bare `except:`): a conversion
         there is a deliberate probe of whether a value is concrete (`try: np.asarray(x)
         except Exception: return False`)."""
+        return self._inside(node, scope, "try")
+
+    def expected_to_fail(self, node: cst.CSTNode, scope: Scope) -> bool:
+        """Whether a node runs under `with pytest.raises(...)` / `with self.assertRaises(...)` naming what
+        tracing raises: a test showing that JAX rejects the code, as it should."""
+        return self._inside(node, scope, "raises")
+
+    def _inside(self, node: cst.CSTNode, scope: Scope, kind: str) -> bool:
+        blocks = self.__dict__.setdefault("_guarded_blocks", {})
         fn = scope.function_scope()
-        if fn is None or not isinstance(fn.node, cst.FunctionDef):
-            return False
-        probes = self.__dict__.setdefault("_probes", {})
-        if id(fn) not in probes:
-            probes[id(fn)] = [t.body for t in descendants(fn.node) if isinstance(t, cst.Try)
-                              and any(_catches_tracing(h.type) for h in t.handlers)]
-        return any(contains(body, node) for body in probes[id(fn)])
+        while fn is not None:  # (a lambda inside the block belongs to the function holding it)
+            key = (id(fn), kind)
+            if key not in blocks:
+                blocks[key] = [b for b in _guarded_blocks(fn.node, kind)] if isinstance(fn.node, cst.FunctionDef) else []
+            if any(contains(body, node) for body in blocks[key]):
+                return True
+            parent = fn.parent
+            fn = parent.function_scope() if parent is not None else None
+        return False
 
     def in_static_branch(self, call: cst.Call, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
         """Whether a call runs only in one arm of an `if` of its own function whose test is a Python value
@@ -1142,6 +1153,22 @@ def _inside(inner: "FunctionInfo", outer: "FunctionInfo") -> bool:
 _TRACING_ERRORS = frozenset({"Exception", "BaseException", "TypeError", "TracerArrayConversionError",
                              "ConcretizationTypeError", "TracerBoolConversionError",
                              "TracerIntegerConversionError", "JAXTypeError"})
+
+
+def _guarded_blocks(node: cst.FunctionDef, kind: str) -> list[cst.BaseSuite]:
+    """The bodies of a function's `try` statements catching what tracing raises (`kind` "try"), or of its
+    `with pytest.raises(E)` / `with self.assertRaises(E)` blocks naming such an exception ("raises")."""
+    out: list[cst.BaseSuite] = []
+    for n in descendants(node):
+        if kind == "try" and isinstance(n, cst.Try) and any(_catches_tracing(h.type) for h in n.handlers):
+            out.append(n.body)
+        elif kind == "raises" and isinstance(n, cst.With) and any(
+                isinstance(item.item, cst.Call) and (dotted(item.item.func) or "").rsplit(".", 1)[-1]
+                in ("raises", "assertRaises", "assertRaisesRegex") and item.item.args
+                and item.item.args[0].value is not None and _catches_tracing(item.item.args[0].value)
+                for item in n.items):
+            out.append(n.body)
+    return out
 
 
 def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
