@@ -236,18 +236,22 @@ _SHAPED = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "ey
 
 def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
     """`for d in [10, 100, 1000]: x = jnp.arange(d * n).reshape((n, d)); f(x)`: the jitted def is called
-    with an array whose shape comes from the item of a sweep over constants, so every pass traces a new
-    shape whoever defines the function."""
+    with an array whose shape comes from the item of a sweep over constants (or that is placed on the
+    item, `jax.device_put(x, dev)`), so every pass traces a new program whoever defines the function."""
     node = loop.node
-    if not isinstance(node, cst.For) or not (distinct_constants(node.iter)
-                                             or literal_table(node.iter, where.model, loop.scope)):
+    if not isinstance(node, cst.For):
         return False
+    table = distinct_constants(node.iter) or literal_table(node.iter, where.model, loop.scope)
     items = _names_in(node.target)
 
     def sized(expr: cst.BaseExpression, depth: int) -> bool:
         for n in descendants(expr):
             if isinstance(n, cst.Call) and any(_names_in(a.value) & items for a in n.args):
                 q = where.resolve(n.func) or dotted(n.func) or ""
+                if q == "jax.device_put":
+                    return True  # `x = jax.device_put(x, dev)` in `for dev in devices`: one program per device
+                if not table:
+                    continue
                 if q.rsplit(".", 1)[-1] in _SHAPED:
                     return True
                 # `G, tau = make_test_data(n, nb, bs)`: a function of the project (not a library's, not a
