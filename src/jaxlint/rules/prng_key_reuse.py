@@ -26,8 +26,9 @@ class _State:
     consumed: dict[str, cst.CSTNode] = field(default_factory=dict)  # key name -> first consuming call
     # key name -> {code of the data folded in -> the fold_in call}: distinct data derive distinct keys
     folded: dict[str, dict[str, cst.CSTNode]] = field(default_factory=dict)
-    # key name -> (name, literal) when the key was consumed only under `if name == literal:`
-    exclusive: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # key name -> (name or attribute, literal, `==`?) when the key was consumed only under `if x == literal:`
+    # (or `x != literal`): a body under an exclusive test did not run
+    exclusive: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
 
     def copy(self) -> "_State":
         return _State(set(self.keys), dict(self.consumed), {k: dict(v) for k, v in self.folded.items()},
@@ -388,8 +389,8 @@ class PrngKeyReuse(Rule):
         `jnp.where(c, a, b)` / `lax.select(c, a, b)`, or `m * a + (1 - m) * b` with a 0/1 mask `m`. Each
         element then comes from one draw only, so nothing is drawn twice."""
         a, b = self._derived(self._targets(first)), self._derived(self._targets(call))
-        if a & b:  # both in one statement (`x = m * draw_a + (1 - m) * draw_b`): the calls themselves
-            a = b = frozenset()
+        # (names both draws flow into, `y = jnp.where(c, a, b)` itself, tell the two apart no more)
+        a, b = a - b, b - a
 
         def holds(node: cst.CSTNode, draw: cst.CSTNode, names: frozenset) -> bool:
             return any(n is draw or isinstance(n, cst.Name) and n.value in names for n in descendants(node))
@@ -506,7 +507,7 @@ class PrngKeyReuse(Rule):
                 if k == n or k.startswith(n + "["):
                     del state.consumed[k]
             # a rebound guard name (`kind = ...`) no longer keeps the guarded bodies apart
-            state.exclusive = {k: g for k, g in state.exclusive.items() if g[0] != n and k != n}
+            state.exclusive = {k: g for k, g in state.exclusive.items() if g[0].split(".")[0] != n and k != n}
             for k in list(state.folded):
                 if k == n or k.startswith(n + "["):
                     del state.folded[k]
@@ -544,7 +545,7 @@ class PrngKeyReuse(Rule):
                 if guard is not None:
                     # `if kind == "gaussian":` after `if kind == "uniform":` — that earlier body did not run
                     for k, g in list(then_in.exclusive.items()):
-                        if g[0] == guard[0] and g[1] != guard[1]:
+                        if _exclusive(g, guard):
                             then_in.consumed.pop(k, None)
                             del then_in.exclusive[k]
                 then_state, then_exit = self._block(_body(stmt.body), then_in, loop_names)
@@ -562,8 +563,9 @@ class PrngKeyReuse(Rule):
                         merged.merge(st)
                 exclusive = {k: g for k, g in state.exclusive.items() if k in merged.consumed}
                 if guard is not None and stmt.orelse is None and not then_exit \
-                        and guard[0] not in {n for t in descendants(stmt.body) if isinstance(t, (cst.AssignTarget, cst.AugAssign))
-                                             for n in names_of(t.target)}:
+                        and guard[0].split(".")[0] not in {n for t in descendants(stmt.body)
+                                                           if isinstance(t, (cst.AssignTarget, cst.AugAssign))
+                                                           for n in names_of(t.target)}:
                     exclusive.update((k, guard) for k in then_state.consumed if k not in state.consumed)
                 state.keys, state.consumed, state.exclusive = merged.keys, merged.consumed, exclusive
             elif isinstance(stmt, (cst.For, cst.While)):
@@ -756,13 +758,25 @@ _COMPARISONS = ("allclose", "assert_allclose", "array_equal", "assert_array_equa
                 "isclose", "assertEqual", "assertAllClose", "assert_trees_all_close", "assert_trees_all_equal")
 
 
-def _equality_guard(test: cst.BaseExpression) -> Optional[tuple[str, str]]:
-    """`name == "literal"` (or a number): the name and the literal's code."""
-    if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1:
+def _equality_guard(test: cst.BaseExpression) -> Optional[tuple[str, str, bool]]:
+    """`kind == "literal"` / `cfg.mode != 2` (or the first such term of an `and`): the name or dotted
+    attribute tested, the literal's code, and whether the test is `==`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _equality_guard(test.left) or _equality_guard(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        subject = dotted(test.left) if isinstance(test.left, (cst.Name, cst.Attribute)) else None
         comp = test.comparisons[0]
-        if isinstance(comp.operator, cst.Equal) and isinstance(comp.comparator, (cst.SimpleString, cst.Integer)):
-            return test.left.value, code_of(comp.comparator)
+        if subject is not None and isinstance(comp.operator, (cst.Equal, cst.NotEqual)) \
+                and isinstance(comp.comparator, (cst.SimpleString, cst.Integer)):
+            return subject, code_of(comp.comparator), isinstance(comp.operator, cst.Equal)
     return None
+
+
+def _exclusive(a: tuple[str, str, bool], b: tuple[str, str, bool]) -> bool:
+    """Whether two guards cannot both hold: `x == 1` and `x == 2`, or `x == 1` and `x != 1`."""
+    if a[0] != b[0]:
+        return False
+    return (a[2] and b[2] and a[1] != b[1]) or (a[2] != b[2] and a[1] == b[1])
 
 
 def _sampled_key(call: cst.Call) -> Optional[str]:
