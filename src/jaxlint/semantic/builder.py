@@ -415,6 +415,10 @@ class _Builder:
             path = container_path(node.value)
             if path is not None:
                 scope.key_subscripts.add((path, node.slice[0].slice.value.value))
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and isinstance(node.slice[0].slice.value, (cst.SimpleString, cst.ConcatenatedString)) \
+                and isinstance(node.value, cst.Name) and isinstance(scope, FunctionInfo):
+            scope.string_keyed.add(node.value.value)  # `batch["rewards"]`: no array takes a string index
         for child in iter_children(node):
             self.walk(child, scope, loop)
 

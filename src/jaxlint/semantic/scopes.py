@@ -181,6 +181,7 @@ class FunctionInfo(Scope):
     container_names: set[str] = field(default_factory=set)
     dict_names: set[str] = field(default_factory=set)  # names holding dicts: iterating them gives keys
     key_subscripts: set[tuple[str, str]] = field(default_factory=set)  # (d, k) for each `d[k]` in the body
+    string_keyed: set[str] = field(default_factory=set)  # names the body indexes with a string: mappings
     target: Optional[TraceTarget] = None
     top: Optional[int] = None  # index of the enclosing top-level statement
 

@@ -95,6 +95,8 @@ class Values:
                     it = it.args[0].value
                 if isinstance(it, cst.Name):
                     containers.add(it.value)
+        containers |= fn.string_keyed
+        dicts |= fn.string_keyed
         fn.container_names = containers
         fn.dict_names = dicts
         straight = _straight_line_events(fn)
