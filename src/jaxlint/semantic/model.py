@@ -20,7 +20,9 @@ from ..jaxapi import (
     TRANSFORMS,
     Transform,
 )
-from ..syntax import _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation
+from ..syntax import (
+    _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+)
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
@@ -1160,7 +1162,7 @@ def _guarded_blocks(node: cst.FunctionDef, kind: str) -> list[cst.BaseSuite]:
     `with pytest.raises(E)` / `with self.assertRaises(E)` blocks naming such an exception ("raises")."""
     out: list[cst.BaseSuite] = []
     for n in descendants(node):
-        if kind == "try" and isinstance(n, cst.Try) and any(_catches_tracing(h.type) for h in n.handlers):
+        if kind == "try" and isinstance(n, cst.Try) and any(_catches_tracing(h.type) and _quiet(h) for h in n.handlers):
             out.append(n.body)
         elif kind == "raises" and isinstance(n, cst.With) and any(
                 isinstance(item.item, cst.Call) and (dotted(item.item.func) or "").rsplit(".", 1)[-1]
@@ -1169,6 +1171,21 @@ def _guarded_blocks(node: cst.FunctionDef, kind: str) -> list[cst.BaseSuite]:
                 for item in n.items):
             out.append(n.body)
     return out
+
+
+def _quiet(handler: cst.ExceptHandler) -> bool:
+    """A handler that only answers (`return False`, `pass`, `ok = False`, `continue`): the failure is an
+    expected outcome of a probe. One that warns, logs or tries again treats it as a surprise."""
+    for line in handler.body.body if isinstance(handler.body, cst.IndentedBlock) else []:
+        if not isinstance(line, cst.SimpleStatementLine):
+            return False
+        for small in line.body:
+            if isinstance(small, (cst.Pass, cst.Continue, cst.Break)):
+                continue
+            value = small.value if isinstance(small, (cst.Return, cst.Assign)) else None
+            if not isinstance(small, (cst.Return, cst.Assign)) or (value is not None and not _is_literal(value)):
+                return False
+    return True
 
 
 def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
