@@ -566,9 +566,12 @@ class _Tracer:
                 fn = m.frameworks.method_named(ext.qualname)
             if fn is None:
                 continue
-            # A traced argument makes its parameter traced; as its pytree structure is not known here,
-            # its attributes are not leaves (`cfg.flag` of a configuration object stays a Python value).
-            traced, _ = _map_args(fn, 0, list(ext.args))
+            # Across files an argument makes its parameter traced when it is evidently an array, or is a
+            # parameter the caller's transform fills (`jax.jit(step)` handing `x` on): other traced objects
+            # (dicts built from a trace, `**kwargs`) mostly carry configuration and metadata. As the
+            # pytree's structure is not known here, its attributes are not leaves.
+            arrays = [dataclasses.replace(a, traced=a.traced and (a.array or a.argument)) for a in ext.args]
+            traced, _ = _map_args(fn, 0, arrays)
             pytrees: set[str] = set()  # too far from the transform to know which objects are flattened pytrees
             fn.helper_sites.add((m.root, -1))  # called from another file: the site is not known here
             if fn.target is None:
@@ -589,6 +592,9 @@ class ArgInfo:
     truth: Optional[bool] = None  # the truthiness of a literal argument (`use_jax=True`)
     name: Optional[str] = None  # the name passed, when the argument is a bare name (`use_jax=use_jax`)
     container: bool = False  # a Python container (a literal, or a name the caller knows holds one)
+    # a parameter the caller's own transform fills (`step(x)` under jit hands `x` on): arrays or a pytree
+    # of arrays, never Python objects with metadata
+    argument: bool = False
 
 
 @dataclass(frozen=True)
@@ -751,8 +757,12 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
             # `batch.get("inner", {})`: a container when the key is missing, hence one by design
             isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get"
             and len(value.args) == 2 and isinstance(value.args[1].value, (cst.Dict, cst.List, cst.Tuple)))
+        argument = bool(t and isinstance(value, cst.Name) and fn is not None and fn.target is not None
+                        and fn.target.transform != "helper" and value.value in fn.traced_params
+                        and not fn.assigned.get(value.value))
         return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value),  # type: ignore[union-attr]
-                       literal_truth(value), value.value if isinstance(value, cst.Name) else None, container)
+                       literal_truth(value), value.value if isinstance(value, cst.Name) else None, container,
+                       argument)
 
     for a in call.args:
         if a.star == "*":
