@@ -9,7 +9,9 @@ import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Scope
-from ..semantic.keys import consumed_elsewhere, handed, key_arg, key_consumers, key_ref, names_of, signature
+from ..semantic.keys import (
+    consumed_elsewhere, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of, signature,
+)
 from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children
 from .base import Report, Rule, Where
 
@@ -29,13 +31,17 @@ class _State:
     # key name -> (name or attribute, literal, `==`?) when the key was consumed only under `if x == literal:`
     # (or `x != literal`): a body under an exclusive test did not run
     exclusive: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
+    # key name -> an imported function it was handed to, while the project's summaries are not known
+    handed: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> "_State":
         return _State(set(self.keys), dict(self.consumed), {k: dict(v) for k, v in self.folded.items()},
-                      dict(self.exclusive))
+                      dict(self.exclusive), dict(self.handed))
 
     def merge(self, other: "_State") -> None:
         self.keys |= other.keys
+        for k, q in other.handed.items():
+            self.handed.setdefault(k, q)
         for k, v in other.consumed.items():
             self.consumed.setdefault(k, v)
         for k, d in other.folded.items():
@@ -187,7 +193,18 @@ class PrngKeyReuse(Rule):
                     self._consume_key(call, key, call.func.attr.value, state, loop_names, root)  # type: ignore[attr-defined]
                     return
                 # `utils.sample_noise(key, shape)`: a function of another project file that consumes it
-                for key in consumed_elsewhere(call, self._where.model, self._scope, state.keys):
+                model = self._where.model
+                if model.project is None:
+                    for qual, key in imported_handoffs(call, model, self._scope, state.keys):
+                        # without the project's summaries: note the function where the key is used again
+                        # (or on every pass of a loop), so the file is analysed again with them
+                        again = key in state.handed or key in state.consumed or (
+                            loop_names is not None and key.split("[")[0] not in loop_names)
+                        if again:
+                            model.key_handoffs.update({qual, state.handed.get(key, qual)})
+                        state.handed[key] = qual
+                    return
+                for key in consumed_elsewhere(call, model, self._scope):
                     self._consume_key(call, key, code_of(call.func), state, loop_names, root)
                 return
             if id(callee[0]) not in self._consumers():
@@ -210,6 +227,8 @@ class PrngKeyReuse(Rule):
                 return
         if key not in state.keys and key.split("[")[0] not in state.keys:
             return
+        if key in state.handed:  # handed to an imported function before: its summary decides
+            self._where.model.key_handoffs.add(state.handed[key])
         if fname == "fold_in":
             # `fold_in(key, i)` is `split(key, n)[i]` for every n > i (partitionable threefry, JAX's
             # default): after `split(key, n)` it repeats one of the split's keys unless i >= n. It draws
@@ -506,6 +525,9 @@ class PrngKeyReuse(Rule):
             for k in list(state.consumed):
                 if k == n or k.startswith(n + "["):
                     del state.consumed[k]
+            for k in list(state.handed):
+                if k == n or k.startswith(n + "["):
+                    del state.handed[k]
             # a rebound guard name (`kind = ...`) no longer keeps the guarded bodies apart
             state.exclusive = {k: g for k, g in state.exclusive.items() if g[0].split(".")[0] != n and k != n}
             for k in list(state.folded):

@@ -1,6 +1,7 @@
 """Which functions consume a PRNG key they are given: sample from it or split it, here or in a helper."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Container, Optional
 
 import libcst as cst
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
 # A consumed parameter as another file sees it: (name, positional index or None when keyword-only).
 ConsumedParam = tuple[str, Optional[int]]
+_KEY_ENDING = re.compile(r"(key|rng)s?\d*$", re.IGNORECASE)
 # Packages whose functions are never the project's own (their keys are handled by name, or not at all).
 _LIBRARIES = frozenset({"jax", "numpy", "builtins", "flax", "optax", "equinox", "haiku", "chex", "distrax",
                         "numpyro", "tensorflow_probability", "functools", "math", "random", "np", "jnp"})
@@ -157,22 +159,28 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
     return out
 
 
-def consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope", keys: Container[str]) -> list[str]:
-    """The keys (of `keys`) a call of a function of another project file consumes (`utils.sample(key, n)`).
-    Without the project's summaries, a key handed to an imported function is noted (`key_handoffs`), so
-    the file is analysed again once they are known."""
-    if model.project is None:
-        if any(key_ref(a.value) in keys for a in call.args):
-            qual = model.resolve(call.func, scope)
-            local = (dotted(call.func) or "").split(".")[0]
-            if qual is not None and local in model.root.imports and qual.lstrip(".").split(".")[0] not in _LIBRARIES:
-                model.key_handoffs.add(qual)
-        return []
+def consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") -> list[str]:
+    """The keys a call of a function of another project file consumes (`utils.sample(key, n)`), from the
+    project's summaries (none without them)."""
     found = _resolved_elsewhere(call, model, scope)
     if found is None:
         return []
     sig, consumed = found
     return [name for param, name in handed(call, sig, 0, refs=True) if param in consumed]
+
+
+def imported_handoffs(call: cst.Call, model: "ModuleModel", scope: "Scope", keys: Container[str]
+                      ) -> list[tuple[str, str]]:
+    """(qualified name, key) for each key of `keys` a call hands to a function imported from outside the
+    libraries (`utils.sample_noise(key, shape)`): what a file asks of the project's summaries when the
+    same key is used again (`ModuleModel.key_handoffs`)."""
+    qual = model.resolve(call.func, scope)
+    local = (dotted(call.func) or "").split(".")[0]
+    if qual is None or local not in model.root.imports or qual.lstrip(".").split(".")[0] in _LIBRARIES:
+        return []
+    # (a name that ends like a key, `key`, `subkey`, `dropout_rng`: `rng_filters` holds something else)
+    return [(qual, ref) for a in call.args if (ref := key_ref(a.value)) is not None and ref in keys
+            and _KEY_ENDING.search(ref.split("[")[0])]
 
 
 def module_key_params(model: "ModuleModel") -> dict[str, tuple[ConsumedParam, ...]]:
