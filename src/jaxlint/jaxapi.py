@@ -208,6 +208,9 @@ LIST_RETURNING = frozenset({
     f"jax.numpy.{n}" for n in ("split", "array_split", "hsplit", "vsplit", "dsplit", "meshgrid", "broadcast_arrays",
                                 "atleast_1d", "atleast_2d", "atleast_3d")
 } | {"jax.tree_util.tree_leaves", "jax.tree.leaves", "jax.tree_leaves"})
+# Calls returning a tuple whose first element is a Python list (`leaves, treedef = jax.tree.flatten(x)`).
+LIST_FIRST_RETURNING = frozenset({"jax.tree_util.tree_flatten", "jax.tree.flatten", "jax.tree_flatten",
+                                  "jax.tree_util.tree_flatten_with_path", "jax.tree.flatten_with_path"})
 
 # Annotations that name an array.
 ARRAY_ANNOTATIONS = frozenset({"Array", "ndarray", "ArrayLike", "ShapeDtypeStruct", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Key", "UInt", "Complex", "Inexact", "Integer", "PRNGKeyArray"})

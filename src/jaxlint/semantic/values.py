@@ -10,6 +10,7 @@ from ..jaxapi import (
     ARRAY_ANNOTATIONS,
     ARRAY_ATTRS,
     CONTAINER_ANNOTATIONS,
+    LIST_FIRST_RETURNING,
     LIST_RETURNING,
     PARAMETER_GETTERS,
     STAGING_MODULES,
@@ -74,6 +75,10 @@ class Values:
             if isinstance(target, (cst.Tuple, cst.List)):  # `w, *rest = params`: `rest` is a Python list
                 containers.update(el.value.value for el in target.elements
                                   if isinstance(el, cst.StarredElement) and isinstance(el.value, cst.Name))
+                if how == "=" and isinstance(value, cst.Call) and target.elements \
+                        and isinstance(target.elements[0].value, cst.Name) \
+                        and self.m.resolve(value.func, fn) in LIST_FIRST_RETURNING:
+                    containers.add(target.elements[0].value.value)  # `flat, treedef = jax.tree.flatten(x)`
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, cst.Call) \
                     and (self.m.resolve(value.func, fn) in LIST_RETURNING or self.m.returns_container_call(value, fn)):
                 containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
