@@ -243,6 +243,14 @@ class Values:
                 names.add(tested)
         return names
 
+    def _right_guards(self, e: cst.BooleanOperation) -> set[str]:
+        """Names the right operand sees as Python values: `isinstance(n, int) and n == 1`, and
+        `is_tracer(x) or x` (the right side is asked only when x is no tracer)."""
+        if isinstance(e.operator, cst.And):
+            return self._scalar_guards(e.left)
+        tested = self.m.tracer_tested(e.left, self.fn)
+        return {tested} if tested is not None else set()
+
     def name_traced(self, name: str) -> bool:
         if name in self._static_override or _SHAPE_NAME.search(name):
             return False  # `sample_shape`, `batch_size`, `ndim`: named for static facts
@@ -308,7 +316,7 @@ class Values:
         if isinstance(e, cst.BooleanOperation):
             if self.traced(e.left):
                 return True
-            guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
+            guarded = self._right_guards(e)
             if guarded:  # `isinstance(n, int) and n == 1`: n is a Python scalar on the right
                 saved = self._static_override
                 self._static_override = saved | guarded
@@ -448,7 +456,7 @@ class Values:
                 return False  # `carry or {}`: a container (or None) with an empty default
             if self.truth_traced(e.left):
                 return True
-            guarded = self._scalar_guards(e.left) if isinstance(e.operator, cst.And) else set()
+            guarded = self._right_guards(e)
             saved = self._static_override
             self._static_override = saved | guarded
             try:
