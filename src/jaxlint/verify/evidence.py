@@ -85,6 +85,9 @@ class Observer:
         self.tracing: Callable[[], bool] = lambda: False
         self.traced: dict[tuple[str, int], int] = {}
         self.lines: dict[tuple[str, int], int] = {}
+        # the first exception raised at each line of the watched files, even one the code catches itself
+        # (`try: np.asarray(x) except Exception: warn(...)`: the conversion failed all the same)
+        self.raised: dict[tuple[str, int], BaseException] = {}
         self.prints: list[tuple[str, int, tuple]] = []
         self._print = builtins.print
 
@@ -94,6 +97,8 @@ class Observer:
             self.lines[key] = self.lines.get(key, 0) + 1
             if key in self.flagged and self.tracing():
                 self.traced[key] = self.traced.get(key, 0) + 1
+        elif event == "exception":
+            self.raised.setdefault((frame.f_code.co_filename, frame.f_lineno), arg[1])
         return self._local
 
     def _global(self, frame: Any, event: str, arg: Any) -> Optional[Callable]:
@@ -110,6 +115,7 @@ class Observer:
         """Run `fn`; (its exception or None, line counts, prints)."""
         self.lines = {}
         self.traced = {}
+        self.raised = {}
         self.prints = []
         builtins.print = self._printer
         sys.settrace(self._global)

@@ -129,6 +129,12 @@ class Judging:
         if lines.get((path, f["line"])) and defaulted:
             self.results.put(f, "unverified", f"line {f['line']} ran while tracing {sig} with `{defaulted[0]}` left "
                              "to its default, which callers may override")
+        elif lines.get((path, f["line"])) and any(
+                isinstance(caught, BaseException) and checks.confirms(f["name"], caught)
+                for (p, n), caught in self.observer.raised.items() if p == path and n in span):
+            caught = next(c for (p, n), c in self.observer.raised.items() if p == path and n in span)
+            self.results.put(f, "confirmed", f"{type(caught).__name__} at line {f['line']} while tracing {sig}, "
+                             "caught by the code itself (the conversion fails on every traced call)")
         elif lines.get((path, f["line"])) and checks.CHECKS[f["name"]].refutable:
             self.results.put(f, "refuted", f"line {f['line']} ran while tracing {sig} without an error")
         else:
