@@ -16,6 +16,7 @@ from ..syntax import _arg, _target_names, children, code_of, contains, descendan
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
+_KEY_ENDING = re.compile(r"(key|rng)s?\d*$", re.IGNORECASE)
 _KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 # Exact types (libcst's concrete node classes have no subclasses): cheaper than isinstance on them.
@@ -130,6 +131,7 @@ class PrngKeyReuse(Rule):
         self._events: Optional[list[tuple[str, object]]] = None
         self._comprehension_roots: dict[int, bool] = {}  # statement -> whether it holds a comprehension
         self._fn = scope if scope is not where.model.root else None
+        self._sourced: set[str] = set()  # names this body binds from a key source (split, PRNGKey ...)
         self._block(list(body), _State(keys=set(initial)), loop_names=None)  # type: ignore[arg-type]
 
     def _random_fn(self, call: cst.Call) -> Optional[str]:
@@ -195,7 +197,10 @@ class PrngKeyReuse(Rule):
                 # `utils.sample_noise(key, shape)`: a function of another project file that consumes it
                 model = self._where.model
                 if model.project is None:
-                    for qual, key in imported_handoffs(call, model, self._scope, state.keys):
+                    # (a name bound from `split`/`PRNGKey` here, or one that ends like a key — `key`,
+                    # `dropout_rng` — not any key-like name: `rng_filters` holds something else)
+                    sure = {k for k in state.keys if k in self._sourced or _KEY_ENDING.search(k)}
+                    for qual, key in imported_handoffs(call, model, self._scope, sure):
                         # without the project's summaries: note the function where the key is used again
                         # (or on every pass of a loop), so the file is analysed again with them
                         again = key in state.handed or key in state.consumed or (
@@ -521,6 +526,8 @@ class PrngKeyReuse(Rule):
     def _bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], state: _State) -> None:
         names = names_of(target)
         is_key = value is not None and self._is_key_source(value)
+        if is_key:
+            self._sourced.update(names)
         for n in names:
             for k in list(state.consumed):
                 if k == n or k.startswith(n + "["):

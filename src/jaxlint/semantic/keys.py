@@ -1,7 +1,6 @@
 """Which functions consume a PRNG key they are given: sample from it or split it, here or in a helper."""
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Container, Optional
 
 import libcst as cst
@@ -15,7 +14,6 @@ if TYPE_CHECKING:
 
 # A consumed parameter as another file sees it: (name, positional index or None when keyword-only).
 ConsumedParam = tuple[str, Optional[int]]
-_KEY_ENDING = re.compile(r"(key|rng)s?\d*$", re.IGNORECASE)
 # Packages whose functions are never the project's own (their keys are handled by name, or not at all).
 _LIBRARIES = frozenset({"jax", "numpy", "builtins", "flax", "optax", "equinox", "haiku", "chex", "distrax",
                         "numpyro", "tensorflow_probability", "functools", "math", "random", "np", "jnp"})
@@ -178,9 +176,7 @@ def imported_handoffs(call: cst.Call, model: "ModuleModel", scope: "Scope", keys
     local = (dotted(call.func) or "").split(".")[0]
     if qual is None or local not in model.root.imports or qual.lstrip(".").split(".")[0] in _LIBRARIES:
         return []
-    # (a name that ends like a key, `key`, `subkey`, `dropout_rng`: `rng_filters` holds something else)
-    return [(qual, ref) for a in call.args if (ref := key_ref(a.value)) is not None and ref in keys
-            and _KEY_ENDING.search(ref.split("[")[0])]
+    return [(qual, ref) for a in call.args if (ref := key_ref(a.value)) is not None and ref.split("[")[0] in keys]
 
 
 def module_key_params(model: "ModuleModel") -> dict[str, tuple[ConsumedParam, ...]]:
