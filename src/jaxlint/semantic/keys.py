@@ -86,19 +86,17 @@ def signature(fn: FunctionInfo) -> list[ConsumedParam]:
     return [(p.name, p.index) for p in fn.params if not p.star]
 
 
-def _resolved_elsewhere(call: cst.Call, model: "ModuleModel", fn: "Scope"
-                        ) -> Optional[tuple[list[ConsumedParam], frozenset[str]]]:
-    """What a call of a function of another project file consumes: (its parameters, the consumed ones)."""
-    project = model.project
-    if project is None:
-        return None
-    qual = model.resolve(call.func, fn)
-    if qual is None or qual.startswith(("jax.", "numpy.", "builtins.")):
-        return None
-    found = project.key_params(qual)
-    if not found:
-        return None
-    return list(found), frozenset(name for name, _index in found)
+def _library(qual: str) -> bool:
+    return qual.lstrip(".").split(".")[0] in _LIBRARIES
+
+
+def _consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") -> list[ConsumedParam]:
+    """The parameters a function of another project file consumes, from the project's summaries (none
+    without them, or when the call runs no such function)."""
+    qual = model.resolve(call.func, scope) if model.project is not None else None
+    if qual is None or _library(qual):
+        return []
+    return list(model.project.key_params(qual) or ())  # type: ignore[union-attr]
 
 
 def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
@@ -129,11 +127,9 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
             if not any(isinstance(a.value, cst.Name) and a.value.value in params for a in call.args):
                 continue
             ref = model.callee(call, fn)
-            if ref is None:
-                elsewhere = _resolved_elsewhere(call, model, fn)
-                if elsewhere is not None:  # `utils.sample_noise(key, shape)` of another project file
-                    sig, consumed = elsewhere
-                    direct.update(name for param, name in handed(call, sig, 0) if param in consumed and name in params)
+            if ref is None:  # `utils.sample_noise(key, shape)` of another project file
+                consumed = _consumed_elsewhere(call, model, fn)
+                direct.update(name for _param, name in handed(call, consumed, 0) if name in params)
                 continue
             hands = [(param, name) for param, name in handed(call, signature(ref.fn), ref.offset) if name in params]
             if hands:
@@ -160,11 +156,7 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
 def consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") -> list[str]:
     """The keys a call of a function of another project file consumes (`utils.sample(key, n)`), from the
     project's summaries (none without them)."""
-    found = _resolved_elsewhere(call, model, scope)
-    if found is None:
-        return []
-    sig, consumed = found
-    return [name for param, name in handed(call, sig, 0, refs=True) if param in consumed]
+    return [name for _param, name in handed(call, _consumed_elsewhere(call, model, scope), 0, refs=True)]
 
 
 def imported_handoffs(call: cst.Call, model: "ModuleModel", scope: "Scope", keys: Container[str]
@@ -174,7 +166,7 @@ def imported_handoffs(call: cst.Call, model: "ModuleModel", scope: "Scope", keys
     same key is used again (`ModuleModel.key_handoffs`)."""
     qual = model.resolve(call.func, scope)
     local = (dotted(call.func) or "").split(".")[0]
-    if qual is None or local not in model.root.imports or qual.lstrip(".").split(".")[0] in _LIBRARIES:
+    if qual is None or local not in model.root.imports or _library(qual):
         return []
     return [(qual, ref) for a in call.args if (ref := key_ref(a.value)) is not None and ref.split("[")[0] in keys]
 

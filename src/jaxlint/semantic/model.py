@@ -66,11 +66,8 @@ class ModuleModel:
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
-        self.summaries_final = False
         self._returns_busy: set[int] = set()
         self._site_returns: dict[tuple[int, frozenset[str], frozenset[str]], Optional[list[bool]]] = {}
-        # the same, while the tracer still spreads: valid for one round of it (cleared at each round)
-        self.round_returns: dict[tuple[int, frozenset[str], frozenset[str]], Optional[list[bool]]] = {}
         self._return_exprs: dict[int, list[cst.BaseExpression]] = {}  # a def's returned expressions
         self._calls_busy: set[int] = set()
         self._wanted = wanted
@@ -775,8 +772,6 @@ class ModuleModel:
         key = (id(helper), frozenset(params), frozenset(pytrees))
         if key in self._site_returns:
             return self._site_returns[key]
-        if key in self.round_returns:
-            return self.round_returns[key]
         if id(helper) in self._returns_busy:
             return None
         self._returns_busy.add(id(helper))
@@ -798,11 +793,12 @@ class ModuleModel:
                 out = [any(inner.traced(x) for x in exprs)]
         finally:
             self._returns_busy.discard(id(helper))
-        if self.summaries_final:
-            self._site_returns[key] = out
-        else:
-            self.round_returns[key] = out
+        self._site_returns[key] = out
         return out
+
+    def new_summary_round(self) -> None:
+        """Forget the helper summaries asked so far: tracers spread since (kept once they are final)."""
+        self._site_returns.clear()
 
     def summarised_callee(self, call: cst.Call, fn: "FunctionInfo", traced_only: bool = True
                           ) -> Optional["FunctionInfo"]:
@@ -844,7 +840,7 @@ class ModuleModel:
         while fn is not None:  # (a lambda inside the block belongs to the function holding it)
             key = (id(fn), kind)
             if key not in blocks:
-                blocks[key] = [b for b in _guarded_blocks(fn.node, kind)] if isinstance(fn.node, cst.FunctionDef) else []
+                blocks[key] = _guarded_blocks(fn.node, kind) if isinstance(fn.node, cst.FunctionDef) else []
             if any(contains(body, node) for body in blocks[key]):
                 return True
             parent = fn.parent

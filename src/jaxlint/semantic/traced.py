@@ -131,8 +131,7 @@ class _Tracer:
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner)
         if late:
             self.settle()
-        m.summaries_final = True
-        m.round_returns.clear()
+        m.new_summary_round()  # the summaries asked from here on are final
         solve_flags(m.functions)
         for fn in m.functions:
             # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
@@ -149,7 +148,7 @@ class _Tracer:
         rounds = 0
         while True:
             self.changed = False
-            m.round_returns.clear()  # helper summaries are asked again with this round's tracers
+            m.new_summary_round()  # helper summaries are asked again with this round's tracers
             before = sum(len(f.traced_names) for f in m.functions)
             for fn in [f for f in m.functions if f.traced]:
                 Values(m, fn).solve()
