@@ -86,7 +86,7 @@ class JitMethodSelf(Rule):
     def _method(self, fn: Optional[FunctionInfo]) -> Optional[FunctionInfo]:
         if fn is None or not fn.is_method or fn.cls is None or fn.cls.pytree:
             return None
-        if fn.cls.defs.get(fn.name) is not fn:
+        if fn.shadowed:
             return None  # defined again further down the class body: this def is never bound
         if not isinstance(fn.node, cst.FunctionDef):
             return None

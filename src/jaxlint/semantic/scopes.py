@@ -191,6 +191,11 @@ class FunctionInfo(Scope):
         names.update(self.assigned, self.defs, self.classes, self.imports)
         return names - self.declared_global - self.declared_nonlocal
 
+    @property
+    def shadowed(self) -> bool:
+        """A def its class body defines again further down: this one is never bound."""
+        return isinstance(self.parent, ClassInfo) and self.parent.defs.get(self.name) is not self
+
     def param(self, name: str) -> Optional[Param]:
         for p in self.params:
             if p.name == name:

@@ -19,7 +19,7 @@ from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, descendants, dotted, literal_truth,
     only_called,
 )
-from .scopes import CallableRef, ClassInfo, FunctionInfo, Param, Scope, dead_branch
+from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
 
 if TYPE_CHECKING:
@@ -93,8 +93,8 @@ class _Tracer:
         decorated = []
         for fn in m.functions:
             outer = fn.parent or m.root
-            if isinstance(outer, ClassInfo) and outer.defs.get(fn.name) is not fn:
-                continue  # a method the class body defines again further down: the first one is never bound
+            if fn.shadowed:
+                continue  # defined again further down the class body: the first one is never bound
             for deco in fn.decorators:
                 got = m.transform_of(deco.decorator, outer)
                 if got is not None:
