@@ -266,10 +266,14 @@ class ModuleModel:
 
     def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
         """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
-        of this module) that returns only shape facts (`return self.params.shape[0]`)."""
+        of this module or of another project file) that returns only shape facts (`return self.params.shape[0]`)."""
         fn = scope.function_scope()
         cls = self.class_of(e.value, fn) if fn is not None else None
         attr = e.attr.value
+        if cls is None and fn is not None and self.project is not None:
+            facts = self._project_class_of(e.value, fn)
+            if facts is not None:
+                return attr in facts.static_properties
         if cls is None:
             # the object's class is not known: every property of that name in this module returns a shape
             # fact, and no class here stores an attribute of that name (asked per attribute read: kept)
@@ -282,12 +286,45 @@ class ModuleModel:
                     for f in self.functions for t, _v, _h in f.events)
             return known[attr]
         prop = cls.defs.get(attr)
-        return prop is not None and self._shape_property(prop)
+        if prop is None and attr not in cls.field_types:  # a property inherited from a base in another file
+            return any(attr in f.static_properties for f in self.inherited_facts(cls))
+        return prop is not None and self._static_prop(prop)
+
+    def inherited_facts(self, cls: ClassInfo, depth: int = 0) -> list[ClassFacts]:
+        """What other project files say about the bases of a class of this module (through its bases here)."""
+        if self.project is None or depth > 8:
+            return []
+        out: list[ClassFacts] = []
+        for b in cls.bases:
+            local = self.root.classes.get(b)
+            if local is not None and local is not cls:
+                out += self.inherited_facts(local, depth + 1)
+            elif "." in b and not b.startswith("builtins."):
+                facts = self.project.lookup(b)
+                if facts is not None:
+                    out.append(facts)
+        return out
+
+    def _static_properties(self, cls: ClassInfo) -> frozenset[str]:
+        """A class's properties that compute only Python values from the instance, for the other files."""
+        return frozenset(name for name, fn in cls.defs.items() if fn.is_method and self._static_prop(fn))
+
+    def _static_prop(self, prop: FunctionInfo) -> bool:
+        """A property returning a shape fact, or only Python values when the instance's leaves are traced
+        (`return 1 if self.pos.ndim < 3 else self.pos.shape[-3]`)."""
+        if self._shape_property(prop):
+            return True
+        if not _is_property(prop) or len(prop.decorators) != 1:
+            return False
+        known = self.__dict__.setdefault("_static_props", {})
+        if id(prop) not in known:
+            known[id(prop)] = False  # (a property reading itself)
+            known[id(prop)] = self._returns_only_python(prop)
+        return known[id(prop)]
 
     def _shape_property(self, prop: FunctionInfo) -> bool:
         """A `@property`/`@cached_property` whose one statement returns a shape fact."""
-        if not isinstance(prop.node, cst.FunctionDef) or not any(
-                (dotted(d.decorator) or "").split(".")[-1] in ("property", "cached_property") for d in prop.decorators):
+        if not isinstance(prop.node, cst.FunctionDef) or not _is_property(prop):
             return False
         body = prop.node.body
         stmts = body.body if isinstance(body, cst.IndentedBlock) else []
@@ -406,15 +443,23 @@ class ModuleModel:
 
     def class_facts(self) -> dict[str, ClassFacts]:
         """This module's module-level classes as the project's other files see them."""
-        facts = {name: ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
-                                  c.container, self._method_classes(c), self._field_classes(c))
-                 for name, c in self.root.classes.items()}
+        facts = {name: self._facts_of(c) for name, c in self.root.classes.items()}
         for name, values in self.root.assigned.items():  # `StreamDict = NestedDict[chex.Array]`: the class again
             if name not in facts and len(values) == 1 and values[0] is not None:
                 cls = self.class_named(values[0], self.root)
                 if cls is not None:
                     facts[name] = facts[cls.name]
         return facts
+
+    def _facts_of(self, c: ClassInfo) -> ClassFacts:
+        inherited = self.inherited_facts(c)
+        fields: dict[str, str] = {}
+        for f in reversed(inherited):
+            fields.update(f.field_classes)
+        fields.update(self._field_classes(c))
+        props = frozenset(p for f in inherited for p in f.static_properties if p not in c.defs and p not in c.fields)
+        return ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
+                          c.container, self._method_classes(c), fields, self._static_properties(c) | props)
 
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level
@@ -750,6 +795,11 @@ class ModuleModel:
         if qual is None and isinstance(expr, cst.Attribute):  # `model.joints`: a field of another file's class
             owner = self._project_class_of(expr.value, fn)
             made = owner.field_classes.get(expr.attr.value) if owner is not None else None
+            if made is None:  # a field a class of this module inherits from a base in another file
+                local = self.class_of(expr.value, fn)
+                if local is not None and expr.attr.value not in local.field_types:
+                    made = next((f.field_classes[expr.attr.value] for f in self.inherited_facts(local)
+                                 if expr.attr.value in f.field_classes), None)
             return self.project.lookup(made) if made is not None else None
         if qual is None or qual in self.root.classes:
             return None
@@ -1118,6 +1168,10 @@ def _bound_to_static_fact(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
         return False
     values = fn.assigned[e.value]
     return bool(values) and all(v is not None and _mentions_static_fact(v) for v in values)
+
+
+def _is_property(fn: "FunctionInfo") -> bool:
+    return any((dotted(d.decorator) or "").split(".")[-1] in ("property", "cached_property") for d in fn.decorators)
 
 
 def shape_fact(e: cst.BaseExpression) -> bool:

@@ -74,6 +74,9 @@ class ClassFacts:
     method_classes: "dict[str, str]" = field(default_factory=dict, hash=False, compare=False)
     # Fields annotated with a class (`joints: params.Joints`): field -> the class's qualified name.
     field_classes: "dict[str, str]" = field(default_factory=dict, hash=False, compare=False)
+    # Properties that compute only Python values from the instance (`def dim(self): return self.pos.shape[-1]`):
+    # `state.dim` is static in the other files.
+    static_properties: frozenset[str] = frozenset()
 
 
 @dataclass
