@@ -321,8 +321,7 @@ NUMPY_CONVERTING = frozenset({
 IMPURE_CALLS = frozenset({
     "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
     "time.monotonic_ns", "time.process_time", "time.sleep", "datetime.datetime.now", "datetime.datetime.utcnow",
-    "datetime.datetime.today", "datetime.date.today", "builtins.input", "builtins.open", "os.getenv",
-    "os.environ.get", "os.urandom", "uuid.uuid1", "uuid.uuid4", "socket.socket", "socket.create_connection",
+    "datetime.datetime.today", "datetime.date.today", "builtins.input", "builtins.open", "os.urandom", "uuid.uuid1", "uuid.uuid4", "socket.socket", "socket.create_connection",
     "urllib.request.urlopen", "requests.get", "requests.post", "secrets.token_bytes", "secrets.token_hex",
     "secrets.randbelow", "secrets.choice",
 })
@@ -339,7 +338,7 @@ PYTREE_CLASS_DECORATORS = frozenset({
 # Field annotations that declare an aux-data (static) field of a dataclass pytree: `link_names: Static[tuple]`.
 STATIC_FIELD_ANNOTATIONS = frozenset({"jax_dataclasses.Static"})
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
-                          "flax.nnx.Pytree", "penzai.core.struct.Struct", "simple_pytree.Pytree",
+                          "flax.nnx.Pytree", "penzai.core.struct.Struct", "penzai.pz.Struct", "simple_pytree.Pytree",
                           "flax.training.train_state.TrainState"})
 
 # Pallas entry points whose callable receives mutable `Ref`s (kernel operands, pipeline buffers,

@@ -20,7 +20,7 @@ from .semantic import ClassFacts, ModuleModel, ProjectClasses
 from .semantic.keys import ConsumedParam, module_key_params
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
-_STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b"tree.static(", b"meta_fields", b"register_static",
+_STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".static(", b"meta_fields", b"register_static",
                    b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar")
 
 # Rules whose findings depend on which values the model takes for traced.

@@ -1,4 +1,4 @@
-"""impure-call: clocks, Python/NumPy randomness, input, files, environment and network inside traced code."""
+"""impure-call: clocks, Python/NumPy randomness, input, files and network inside traced code."""
 from __future__ import annotations
 
 import libcst as cst
@@ -11,12 +11,11 @@ class ImpureCall(Rule):
     """
     ## What it does
     Flags calls whose result depends on the outside world — `time.time()`, `time.perf_counter()`,
-    Python's `random`, `np.random`, `datetime.now()`, `input()`, `open()`, `os.environ`/`os.getenv`,
-    network calls — inside jitted code (`jax.jit`, `pmap`, `eqx.filter_jit`, `lax` bodies).
+    Python's `random`, `np.random`, `datetime.now()`, `input()`, `open()`, network calls — inside jitted code (`jax.jit`, `pmap`, `eqx.filter_jit`, `lax` bodies).
 
     ## Why is this bad?
     They run once, while JAX traces the function; the compiled program holds their result as a
-    constant. Later calls get the same "random" number, the same timestamp, the same setting.
+    constant. Later calls get the same "random" number, the same timestamp, the same file contents.
 
     ## Example
     ```python
@@ -44,6 +43,9 @@ class ImpureCall(Rule):
 
     ## Known limitations
     Under `vmap` or `grad` alone the function runs on every call, so these calls are not flagged there.
+    Settings read from the environment (`os.environ`, `os.getenv`) are not flagged: they are fixed for
+    the process by convention, and code reads them while tracing on purpose (a kernel's interpret mode,
+    a debug switch); a setting changed between two calls of a compiled function would go unnoticed.
 
     ## References
     - https://docs.jax.dev/en/latest/random-numbers.html
@@ -76,9 +78,3 @@ class ImpureCall(Rule):
             shown = qual.replace("builtins.", "").replace("numpy.", "np.")
             self._flag(node, f"`{shown}()`", where, qual)
 
-    def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
-        fn = where.traced
-        if fn is None or not fn.cached:
-            return
-        if where.resolve(node.value) == "os.environ":
-            self._flag(node, "Reading `os.environ`", where, "os.environ")

@@ -507,8 +507,8 @@ def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Sco
         return False
     qual = model.resolve(value.func, scope) or dotted(value.func) or ""
     last = qual.rsplit(".", 1)[-1]
-    if last == "static_field" or qual in ("jax.tree.static", "jax.tree_util.static"):
-        return True  # jax-md's dataclasses.static_field(), equinox's old spelling, JAX's own `jax.tree.static()`
+    if last == "static_field" or (last == "static" and isinstance(value.func, cst.Attribute)):
+        return True  # jax-md's dataclasses.static_field(), equinox's old spelling, `jax.tree.static()`, `Pytree.static()`
     if last not in ("field", "Field"):
         return False
     for a in value.args:
