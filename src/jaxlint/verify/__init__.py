@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -481,9 +482,15 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
                 free.append(slot)
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=lanes)
+    finished: queue.SimpleQueue[concurrent.futures.Future] = queue.SimpleQueue()
     try:
-        futures = {pool.submit(task, batch): batch for batch in batches}
-        for fut in concurrent.futures.as_completed(futures):
+        futures: dict[concurrent.futures.Future, list[tuple[str, list[Finding], Optional[str]]]] = {}
+        for batch in batches:
+            fut = pool.submit(task, batch)
+            futures[fut] = batch
+            fut.add_done_callback(finished.put)
+        for _ in range(len(futures)):
+            fut = _next_finished(finished)
             batch = futures[fut]
             try:
                 results = fut.result()
@@ -512,6 +519,22 @@ def verify_findings(findings: list[Finding], *, timeout: float = 10.0, memory_mb
         if bar:
             bar.done()
     return notes
+
+
+def _next_finished(finished: queue.SimpleQueue) -> concurrent.futures.Future:
+    """The next finished lane's future, waited for in short slices so that Ctrl-C and SIGTERM work.
+
+    Python runs a signal's handler in the main thread only, but the kernel may hand the signal to
+    any thread of the process: a lane's thread that forks a server (or changes its signal mask)
+    takes a signal that is pending for the process. The handler then runs only when the main
+    thread next executes Python code; blocked for good (in `as_completed`, say) it would wait for
+    the next file to finish, minutes for code that hangs. Waking every tenth of a second bounds it.
+    """
+    while True:
+        try:
+            return finished.get(timeout=0.1)
+        except queue.Empty:
+            pass
 
 
 class _Progress:
