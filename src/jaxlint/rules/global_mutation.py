@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
+from ..jaxapi import LAX_BODIES, MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
 from ..syntax import code_of, contains, descendants, iter_children
 from .base import Rule, Where, tracing_phrase
@@ -152,6 +152,10 @@ def _mentioned_after(stmts: list[cst.CSTNode], target: cst.CSTNode, name: str) -
             return rest or _mentioned_after(_block(stmt.body), target, name)
         return True  # a loop, a try, or an expression holding it: assume it may be read afterwards
     return True
+
+
+# Bodies JAX traces once for each call of the function handing them over (a loop or branch primitive).
+_ONCE_PER_CALL = frozenset({name for name, _slots in LAX_BODIES.values()})
 
 
 def _read_after(owner: FunctionInfo, writer: FunctionInfo, name: str) -> bool:
@@ -391,7 +395,10 @@ class GlobalMutation(Rule):
                                _subject(target.value, "module", target))
             elif target.value in fn.declared_nonlocal:
                 owner = where.model.owner_of(target.value, where.scope)
-                if not (isinstance(owner, FunctionInfo) and owner.traced) and self._leaks(values, where):
+                if isinstance(owner, FunctionInfo) and (owner.traced or (
+                        fn.transforms and fn.transforms <= _ONCE_PER_CALL and not _read_after(owner, fn, target.value))):
+                    return  # one trace, or a lax body's scratch variable the enclosing function never reads after it
+                if self._leaks(values, where):
                     self._flag(node, f"Assigning nonlocal `{target.value}`", where,
                                _subject(target.value, "closure", target))
             return

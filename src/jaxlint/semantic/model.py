@@ -15,13 +15,14 @@ from ..jaxapi import (
     CALLBACKS,
     CONTAINER_ALIASES,
     CONTAINER_ANNOTATIONS,
+    LAX_BODIES,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
     TRANSFORMS,
     Transform,
 )
 from ..syntax import (
-    _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+    _arg, _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
 )
 from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
@@ -263,6 +264,32 @@ class ModuleModel:
         if attr.startswith("_") and fn.cls is not None and not [b for b in fn.cls.bases if b != "object"]:
             return True  # private to a class with no base that could call it (`_update` declared by a base)
         return self.project is not None and not self.project.mentioned_elsewhere(attr)
+
+    def python_container(self, value: cst.BaseExpression, scope: Scope, _busy: Optional[set] = None) -> bool:
+        """Whether an expression holds a Python list or dict: a display or comprehension, a name every binding
+        of which holds one, or what `lax.fori_loop`/`while_loop` return when their initial carry is one (the
+        loop keeps the carry's structure)."""
+        if isinstance(value, (cst.List, cst.ListComp, cst.Dict, cst.DictComp)):
+            return True
+        busy = set() if _busy is None else _busy
+        if isinstance(value, cst.Name):
+            owner = self.owner_of(value.value, scope)
+            if owner is None:
+                return False
+            if isinstance(owner, FunctionInfo) and value.value in owner.container_names:
+                return True
+            key = (id(owner), value.value)
+            if key in busy:
+                return True  # `acc = fori_loop(..., acc)`: the other bindings decide
+            busy.add(key)
+            values = owner.assigned.get(value.value, [])
+            return bool(values) and all(v is not None and self.python_container(v, owner, busy) for v in values)
+        if isinstance(value, cst.Call):
+            body = LAX_BODIES.get(self.resolve(value.func, scope) or "")
+            carry = _CARRY_INIT.get(body[0]) if body is not None else None
+            init = _arg(value, *carry) if carry is not None else None
+            return init is not None and self.python_container(init, scope, busy)
+        return False
 
     def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
         """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
@@ -1168,6 +1195,10 @@ def _bound_to_static_fact(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
         return False
     values = fn.assigned[e.value]
     return bool(values) and all(v is not None and _mentions_static_fact(v) for v in values)
+
+
+# Where `lax.fori_loop` and `lax.while_loop` take the initial carry whose structure they return.
+_CARRY_INIT = {"fori_loop": (3, "init_val"), "while_loop": (2, "init_val")}
 
 
 def _is_property(fn: "FunctionInfo") -> bool:

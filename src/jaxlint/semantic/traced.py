@@ -277,7 +277,7 @@ class _Tracer:
                     if ref is not None:
                         ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
                         t = Transform(kind, abstract=True, cached=True)
-                        carried = _carry_args(kind, call, scope.function_scope())
+                        carried = _carry_args(kind, call, m, scope)
                         if carried is not None:  # `fori_loop(0, n, body, [a, b])`: the carry stays a list
                             ref.fn.container_sites[id(call)] = (ref.offset, ref.bound_names, carried)
                         self.seed(ref.fn, t, {}, ref.offset, ref.bound_names, True, site_fn=site_fn,
@@ -1046,15 +1046,14 @@ def _only_loop_body(fn: FunctionInfo, m: ModuleModel) -> bool:
 _CARRIES = {"fori_loop": (3, "init_val", 1, 2), "while_loop": (2, "init_val", 0, 1), "scan": (1, "init", 0, 2)}
 
 
-def _carry_args(kind: str, call: cst.Call, fn: Optional[FunctionInfo]) -> Optional[tuple["ArgInfo", ...]]:
+def _carry_args(kind: str, call: cst.Call, m: "ModuleModel", scope: Scope) -> Optional[tuple["ArgInfo", ...]]:
     """The arguments a loop body receives, as far as containers go, when the initial carry is a Python
     container (a literal list or dict, or a name the caller knows holds one): None otherwise."""
     spec = _CARRIES.get(kind)
     init = _arg(call, spec[0], spec[1]) if spec is not None else None
     if spec is None or init is None:
         return None
-    container = isinstance(init, (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)) or (
-        isinstance(init, cst.Name) and fn is not None and init.value in fn.container_names)
+    container = isinstance(init, cst.Tuple) or m.python_container(init, scope)
     if not container:
         return None
     return tuple(ArgInfo("", None, False, False, container=(i == spec[2])) for i in range(spec[3]))
