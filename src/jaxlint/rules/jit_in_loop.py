@@ -99,6 +99,41 @@ def _small_statements(loop: LoopInfo) -> list[cst.BaseSmallStatement]:
     return out
 
 
+def _reads(node: cst.CSTNode, name: str) -> int:
+    """How many times `name` is mentioned under `node` other than as a plain binding (`name = ...`, `def name`)."""
+    mentions = stores = 0
+    for n in descendants(node):
+        if isinstance(n, cst.Name) and n.value == name:
+            mentions += 1
+        elif isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and n.target.value == name \
+                or isinstance(n, cst.FunctionDef) and n.name.value == name:
+            stores += 1
+    return mentions - stores
+
+
+def _never_used(name: str, scope_node: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether nothing in the scope reads `name`, but defs that are themselves never used (a jitted function
+    made on each pass that no one calls, or only a def no one calls does): nothing is traced, nothing compiles."""
+    reads = _reads(scope_node, name)
+    if reads <= 0 or depth > 2:
+        return reads <= 0
+    for d in descendants(scope_node):
+        if isinstance(d, cst.FunctionDef) and d is not scope_node and d.name.value != name:
+            inside = _reads(d, name)
+            if inside and _never_used(d.name.value, scope_node, depth + 1):
+                reads -= inside
+    return reads <= 0
+
+
+def _assigned_name(call: cst.Call, loop: LoopInfo) -> Optional[str]:
+    """The one name a loop body binds the result of `call` to (`f = jax.jit(...)`)."""
+    for st in _small_statements(loop):
+        if isinstance(st, cst.Assign) and st.value is call and len(st.targets) == 1 \
+                and isinstance(st.targets[0].target, cst.Name):
+            return st.targets[0].target.value
+    return None
+
+
 def _is_constructor(call: cst.Call, where: Where) -> bool:
     func = call.func
     name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
@@ -684,6 +719,9 @@ class JitInLoop(Rule):
             return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
+        bound = _assigned_name(node, loop)
+        if bound is not None and where.scope.node is not None and _never_used(bound, where.scope.node):
+            return  # made on every pass, but never called: nothing is traced
         fix = edit = None
         if isinstance(loop.node, (cst.For, cst.While)) and isinstance(first.value, (cst.Lambda, cst.Call)):
             # Hoisting is exact when nothing the callable captures is rebound in the loop.
@@ -759,7 +797,9 @@ class JitInLoop(Rule):
             return
         if fn is not None and (self._factory_bound(_free_names(fn.node, fn), where, loop)
                                or self._captures_item(cst.Name(fn.name), where, loop)
-                               or _called_with_item_shapes(fn.name, loop, where)) or self._clears_caches(loop, where):
+                               or _called_with_item_shapes(fn.name, loop, where)
+                               or where.scope.node is not None and _never_used(fn.name, where.scope.node)) \
+                or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
             node,

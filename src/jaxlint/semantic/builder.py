@@ -364,6 +364,9 @@ class _Builder:
         self.guards = saved | _scalar_guard_names(node.test) | none_tests(node.test) | flag_tests(node.test, True)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
+        known = self._module_test(node.test, scope)
+        if known is False:
+            self.guards = self.guards | {"never:"}  # `if "jax" in np.__name__:` with `np` NumPy: never runs
         branches = self.branches
         # the arm of this `if`, and of every `if flag:` testing the same name (`use_jax` branches agree)
         self.branches = branches + ((id(node), True),) + tuple(
@@ -372,7 +375,8 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
-            self.guards = saved | flag_tests(node.test, False) | _array_test(node.test)
+            self.guards = saved | flag_tests(node.test, False) | _array_test(node.test) | (
+                {"never:"} if known is True else frozenset())
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
@@ -386,6 +390,56 @@ class _Builder:
             # `if use_jax: return …`: the rest of the block runs only when the test was false
             self.guards = self.guards | flag_tests(node.test, False) | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
+
+    def _module_test(self, e: cst.BaseExpression, scope: Scope) -> Optional[bool]:
+        """The value of a test that only asks which array module a name is (`"jax" in np.__name__`,
+        `xp is jnp`, `np.__name__ == "numpy"`), when the names are modules this module imports and never
+        rebinds; None for any other test."""
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            inner = self._module_test(e.expression, scope)
+            return None if inner is None else not inner
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) \
+                and e.func.attr.value in ("startswith", "endswith") and len(e.args) == 1:
+            name, text = self._module_name_of(e.func.value, scope), _str_leaf(e.args[0].value)
+            if name is None or text is None:
+                return None
+            return name.startswith(text) if e.func.attr.value == "startswith" else name.endswith(text)
+        if not isinstance(e, cst.Comparison) or len(e.comparisons) != 1:
+            return None
+        op, right = e.comparisons[0].operator, e.comparisons[0].comparator
+        if isinstance(op, (cst.Is, cst.IsNot)):
+            a, b = self._known_module(e.left, scope), self._known_module(right, scope)
+            if a is None or b is None:
+                return None
+            return (a == b) == isinstance(op, cst.Is)
+        if isinstance(op, (cst.In, cst.NotIn)):
+            text, name = _str_leaf(e.left), self._module_name_of(right, scope)
+            if text is None or name is None:
+                return None
+            return (text in name) == isinstance(op, cst.In)
+        if isinstance(op, (cst.Equal, cst.NotEqual)):
+            name, text = self._module_name_of(e.left, scope), _str_leaf(right)
+            if name is None or text is None:
+                return None
+            return (name == text) == isinstance(op, cst.Equal)
+        return None
+
+    def _module_name_of(self, e: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        """`np.__name__` for a known array module: its name."""
+        if isinstance(e, cst.Attribute) and e.attr.value == "__name__":
+            return self._known_module(e.value, scope)
+        return None
+
+    def _known_module(self, e: cst.BaseExpression, scope: Scope) -> Optional[str]:
+        """The array module a name holds, when it is an import of one that this module never rebinds."""
+        if not isinstance(e, cst.Name):
+            return None
+        root = self.m.root
+        if self.m.owner_of(e.value, scope) is not root or e.value in root.assigned \
+                or e.value in root.ambiguous_imports or e.value not in root.imports:
+            return None
+        qual = root.imports[e.value]
+        return qual if qual in _ARRAY_MODULES else None
 
     def on_ifexp(self, node: cst.IfExp, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)
@@ -706,6 +760,11 @@ def _always_exits(block: cst.BaseSuite) -> bool:
     else:
         last = None
     return isinstance(last, (cst.Return, cst.Raise))
+
+
+# Modules whose `__name__` is the name they are imported by (`import numpy as np`: "numpy").
+_ARRAY_MODULES = frozenset({"numpy", "jax.numpy", "jax", "math", "scipy", "jax.scipy", "cupy", "torch",
+                            "autograd.numpy", "tensorflow", "tensorflow.experimental.numpy"})
 
 
 def _disable_jit_test(e: cst.BaseExpression) -> bool:

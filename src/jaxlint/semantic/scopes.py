@@ -303,6 +303,8 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
     enclosing function known not to be None wherever the function is traced: the branch never runs traced.
     `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced."""
     for g in guards:
+        if g == "never:":
+            return True  # `if "jax" in np.__name__:` with `np` NumPy
         if g == "eager:" and not fn.transforms & UNSTAGED:
             return True  # a branch taken only with jit disabled: jit and lax bodies then run eagerly
         if g.startswith(("true:", "false:")):

@@ -195,8 +195,8 @@ class _Tracer:
                     wrapped.update(id(v) for v in values if isinstance(v, cst.Call) and v is not call
                                    and (m.resolve(v.func, scope) or "") in m.transforms)
         for call, scope, _loop in m.all_calls:
-            if id(call) in wrapped:
-                continue
+            if id(call) in wrapped or "never:" in m.call_guards.get(id(call), frozenset()):
+                continue  # (a call under a test known false never runs)
             site_fn = scope.function_scope()
             site_abstract = bool(site_fn is not None and site_fn.traced and site_fn.abstract)
             site_cached = bool(site_fn is not None and site_fn.traced and site_fn.cached)
