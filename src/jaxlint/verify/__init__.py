@@ -109,6 +109,49 @@ class Cancelled(Exception):
     """Verification was interrupted (Ctrl-C, SIGTERM): no verdict, nothing cached."""
 
 
+class _Lines:
+    """The reply lines of a server, read from its pipe with `os.read` into a buffer of our own.
+
+    A buffered file object reads ahead: one read can take a child's pid and its exit status
+    together, and `select()` on the descriptor then never reports the second line, which waits in
+    Python's buffer; the parent would miss the child's end, pass its deadline and wait for good.
+    Here every byte read is in `buf`, so a line is either there or still in the pipe, where
+    `select()` sees it.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = b""
+        self.eof = False
+
+    def next(self, wait: float) -> Optional[str]:
+        """The next line; "" at the end of the output; None when none came within `wait` seconds."""
+        import select
+
+        if b"\n" not in self.buf and not self.eof:
+            ready, _, _ = select.select([self.fd], [], [], wait)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    self.buf += chunk
+                else:
+                    self.eof = True
+        end = self.buf.find(b"\n") + 1
+        if end == 0:
+            if not self.eof:
+                return None
+            end = len(self.buf)  # a last line without its newline, then ""
+        line, self.buf = self.buf[:end], self.buf[end:]
+        return line.decode("utf-8", "replace")
+
+
+def _server_command(preload: list[str]) -> list[str]:
+    return [sys.executable, "-m", "jaxlint.verify.worker", "--serve", *preload]
+
+
 class _Server:
     """One long-lived `worker --serve` process: imports JAX once, forks one fenced child per file."""
 
@@ -123,10 +166,12 @@ class _Server:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=1"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxlint.verify.worker", "--serve", *preload],
+            _server_command(preload),
             cwd=tmp, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True, text=True, bufsize=1,
         )
+        assert self.proc.stdout is not None
+        self.lines = _Lines(self.proc.stdout.fileno())  # never read through the file object: see _Lines
         _LIVE.add(self)
         msg = self._read(time.monotonic() + _STARTUP_SECONDS)
         if msg is None or not msg.get("ready"):
@@ -137,18 +182,13 @@ class _Server:
 
     def _read(self, deadline: float) -> Optional[dict[str, Any]]:
         """The next reply line, or None at the deadline, on cancellation or when the server died."""
-        import select
-
-        out = self.proc.stdout
-        assert out is not None
         while True:
             if self.cancel.is_set():
                 return None
-            ready, _, _ = select.select([out], [], [], 0.05)
-            if ready:
-                line = out.readline()
-                if not line:
-                    return None
+            line = self.lines.next(0.05)
+            if line == "":
+                return None
+            if line is not None:
                 try:
                     return json.loads(line)
                 except ValueError:
@@ -176,10 +216,6 @@ class _Server:
             self.failed = "the verification worker stopped"
             return 0, "cancelled" if self.cancel.is_set() else self.failed
         self.child = int(msg["pid"])
-        import select
-
-        out = self.proc.stdout
-        assert out is not None
         reason: Optional[str] = None
         done = 0
         deadline = time.monotonic() + jobs[0]["wall"]
@@ -192,9 +228,8 @@ class _Server:
                 done += 1
                 if done < len(jobs):
                     deadline = time.monotonic() + jobs[done]["wall"]
-            ready, _, _ = select.select([out], [], [], 0.05)
-            if ready:
-                line = out.readline()
+            line = self.lines.next(0.05)
+            if line is not None:
                 if not line:
                     self.failed = "the verification worker stopped"
                     return done, reason or self.failed
