@@ -310,7 +310,7 @@ class ModuleModel:
                 known[attr] = bool(props) and all(self._shape_property(f) for f in props) and not any(
                     attr in c.fields for c in self._all_classes()) and not any(
                     isinstance(t, cst.Attribute) and t.attr.value == attr
-                    for f in self.functions for t, _v, _h in f.events)
+                    for f in self.functions if not self._plain_object_method(f) for t, _v, _h in f.events)
             return known[attr]
         prop = cls.defs.get(attr)
         if prop is None and attr not in cls.field_types:  # a property inherited from a base in another file
@@ -331,6 +331,12 @@ class ModuleModel:
                 if facts is not None:
                     out.append(facts)
         return out
+
+    def _plain_object_method(self, fn: FunctionInfo) -> bool:
+        """A method of a class whose instances are not pytrees nor framework modules: the attributes it
+        stores are configuration of a Python object (`self.ensemble_size = ensemble_size` in a solver)."""
+        cls = fn.cls
+        return cls is not None and fn.is_method and not cls.pytree and self.frameworks.kind(cls) is None
 
     def _static_properties(self, cls: ClassInfo) -> frozenset[str]:
         """A class's properties that compute only Python values from the instance, for the other files."""
