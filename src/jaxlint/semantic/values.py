@@ -238,6 +238,11 @@ class Values:
         if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
             return names | self._scalar_guards(e.left) | self._scalar_guards(e.right)
         if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            inner = e.expression
+            if isinstance(inner, cst.BooleanOperation) and isinstance(inner.operator, cst.Or):
+                # `not (is_tracer(p) or is_tracer(k))`: neither is a tracer
+                return names | self._scalar_guards(cst.UnaryOperation(cst.Not(), inner.left)) \
+                    | self._scalar_guards(cst.UnaryOperation(cst.Not(), inner.right))
             tested = self.m.tracer_tested(e.expression, self.fn)
             if tested is not None:
                 names.add(tested)
