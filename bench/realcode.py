@@ -4,7 +4,10 @@
         [--repos bench/realcode/repos.json] [--jobs N] [--save-findings FILE] [--select RULES]
 
 CORPUS_DIR holds one folder per repository, named as the keys of repos.json (the sources at the
-commits recorded there); repositories that are missing are skipped. Each one is linted by a
+commits recorded there); repositories that are missing are skipped. Export only the Python files,
+`git --git-dir=GITDIR archive COMMIT -- ':(glob)**/*.py' | tar -x -C CORPUS_DIR/KEY`: a repository
+snapshot may lack large non-Python blobs (images, notebooks), and an archive of the whole tree stops
+at the first one it cannot read, silently leaving the folder incomplete. Each one is linted by a
 `jaxlint --no-verify --no-cache --format json` child process (only the files matching its
 "include" glob, when repos.json gives one). A finding is matched to a judgement on
 (repo, path, line, rule), with the path relative to the repository folder.
