@@ -63,6 +63,7 @@ class ProjectIndex:
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
+        self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
 
     def defines(self, qualname: str, path: str) -> bool:
         """Whether a function a file names (`.noise.sample`, `pkg.utils.draw`, as its imports resolve it)
@@ -207,11 +208,16 @@ class ProjectIndex:
     def _method_static(self, path: str, name: str) -> Optional[bool]:
         key = (path, name)
         if key not in self._method_answers:
+            if path not in self._plain_models:  # modelled once, whatever the names asked of it
+                try:
+                    with open(path, "rb") as f:
+                        self._plain_models[path] = ModuleModel(cst.parse_module(f.read()), path)
+                except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
+                    self._plain_models[path] = None
+            model = self._plain_models[path]
             try:
-                with open(path, "rb") as f:
-                    model = ModuleModel(cst.parse_module(f.read()), path)
-                self._method_answers[key] = model.method_returns_static(name)
-            except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
+                self._method_answers[key] = model.method_returns_static(name) if model is not None else False
+            except Exception:  # noqa: BLE001
                 self._method_answers[key] = False
         return self._method_answers[key]
 
@@ -222,13 +228,10 @@ class ProjectIndex:
             static: set[str] = set()
             data: set[str] = set()
             # The given files only: modules found beside them (path_of) join by_module while this runs.
-            for mod, path in self.given.items():
-                try:
-                    with open(path, "rb") as f:
-                        raw = f.read()
-                except OSError:
-                    continue
-                if not any(marker in raw for marker in _STATIC_MARKERS):
+            texts = self._given_texts()
+            for mod, path in list(self.given.items()):
+                raw = texts.get(path)
+                if raw is None or not any(marker in raw for marker in _STATIC_MARKERS):
                     continue
                 for facts in self.classes(mod).values():
                     # a plain class's static names are its `ClassVar`s: class attributes, on every instance
