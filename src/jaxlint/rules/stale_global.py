@@ -6,7 +6,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
-from ..syntax import _target_names, iter_children
+from ..syntax import _is_literal, _target_names, dotted, iter_children
 from ..semantic.loops import loop_invariant
 from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
@@ -301,7 +301,10 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) 
         return isinstance(v, cst.Call) and bool(v.args) and isinstance(v.func, (cst.Name, cst.Attribute)) \
             and not (isinstance(v.func, cst.Attribute) and model.resolve(v.func, owner) is None)
 
-    candidates = {n for n, vs in values.items() if n not in other and all(plain_call(v) for v in vs)}
+    def plain_read(v: cst.BaseExpression) -> bool:  # `lr = args.lr`, `n = 8`: a setting read again
+        return _is_literal(v) or dotted(v) is not None
+
+    candidates = {n for n, vs in values.items() if n not in other and all(plain_call(v) or plain_read(v) for v in vs)}
     alike: set[str] = set()
     grew = True
     while grew:  # grown from calls of fixed values only, so `state = step(state, cfg)` never joins

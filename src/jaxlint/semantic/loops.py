@@ -81,5 +81,8 @@ def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel
                 return False
         if isinstance(n, (cst.Lambda, cst.BaseComp)):
             return False
+        if isinstance(n, cst.Attribute):
+            stack.append(n.value)  # (`args.lr`: the attribute's name is no variable)
+            continue
         stack.extend(iter_children(n))
     return True
