@@ -321,7 +321,8 @@ NUMPY_CONVERTING = frozenset({
 IMPURE_CALLS = frozenset({
     "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",
     "time.monotonic_ns", "time.process_time", "time.sleep", "datetime.datetime.now", "datetime.datetime.utcnow",
-    "datetime.datetime.today", "datetime.date.today", "builtins.input", "builtins.open", "os.urandom", "uuid.uuid1", "uuid.uuid4", "socket.socket", "socket.create_connection",
+    "datetime.datetime.today", "datetime.date.today", "builtins.input", "builtins.open", "os.urandom", "uuid.uuid1",
+    "uuid.uuid4", "socket.socket", "socket.create_connection",
     "urllib.request.urlopen", "requests.get", "requests.post", "secrets.token_bytes", "secrets.token_hex",
     "secrets.randbelow", "secrets.choice",
 })

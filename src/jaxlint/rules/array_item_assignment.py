@@ -91,10 +91,9 @@ class ArrayItemAssignment(Rule):
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):
             q = where.model.resolve(value.func, owner)
-            if q is not None and q.startswith(STAGING_MODULES) and where.model.python_container(value, owner):
-                return False  # `acc = lax.fori_loop(0, n, body, acc)` with a list `acc`: a list again
             if q is not None and q.startswith(STAGING_MODULES):
-                return q not in LIST_RETURNING
+                # (`acc = lax.fori_loop(0, n, body, acc)` with a list `acc`: a list again)
+                return q not in LIST_RETURNING and not where.model.python_container(value, owner)
             func = value.func
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Subscript) \
                     and isinstance(func.value.value, cst.Attribute) and func.value.value.attr.value == "at":

@@ -11,7 +11,8 @@ class ImpureCall(Rule):
     """
     ## What it does
     Flags calls whose result depends on the outside world — `time.time()`, `time.perf_counter()`,
-    Python's `random`, `np.random`, `datetime.now()`, `input()`, `open()`, network calls — inside jitted code (`jax.jit`, `pmap`, `eqx.filter_jit`, `lax` bodies).
+    Python's `random`, `np.random`, `datetime.now()`, `input()`, `open()`, network calls — inside
+    jitted code (`jax.jit`, `pmap`, `eqx.filter_jit`, `lax` bodies).
 
     ## Why is this bad?
     They run once, while JAX traces the function; the compiled program holds their result as a

@@ -125,13 +125,10 @@ def _never_used(name: str, scope_node: cst.CSTNode, depth: int = 0) -> bool:
     return reads <= 0
 
 
-def _assigned_name(call: cst.Call, loop: LoopInfo) -> Optional[str]:
-    """The one name a loop body binds the result of `call` to (`f = jax.jit(...)`)."""
-    for st in _small_statements(loop):
-        if isinstance(st, cst.Assign) and st.value is call and len(st.targets) == 1 \
-                and isinstance(st.targets[0].target, cst.Name):
-            return st.targets[0].target.value
-    return None
+def _assigned_names(call: cst.Call, loop: LoopInfo) -> set[str]:
+    """The names a loop body binds the result of `call` to (`f = jax.jit(...)`)."""
+    return {t.target.value for st in _small_statements(loop) if isinstance(st, cst.Assign) and st.value is call
+            for t in st.targets if isinstance(t.target, cst.Name)}
 
 
 def _is_constructor(call: cst.Call, where: Where) -> bool:
@@ -618,8 +615,7 @@ class JitInLoop(Rule):
         if not (nums or names):
             return False
         items = _names_in(loop.node.target)
-        bound = {t.target.value for st in _small_statements(loop) if isinstance(st, cst.Assign) and st.value is node
-                 for t in st.targets if isinstance(t.target, cst.Name)}
+        bound = _assigned_names(node, loop)
         params = _core_params(node.args[0].value, where, loop) if names else []
         for call in descendants(loop.node.body):
             if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in bound):
@@ -652,8 +648,7 @@ class JitInLoop(Rule):
             return True  # `for mode in ("train", "eval")`: one program per item of a collection
         if self._wraps_item(callable_, where, loop) or self._item_static_at_call(node, where, loop):
             return True  # each pass jits its item's function, or calls with its item as a static argument
-        if any(_called_with_item_shapes(t.target.value, loop, where) for st in _small_statements(loop)
-               if isinstance(st, cst.Assign) and st.value is node for t in st.targets if isinstance(t.target, cst.Name)):
+        if any(_called_with_item_shapes(name, loop, where) for name in sorted(_assigned_names(node, loop))):
             return True  # `qr = jax.jit(lambda g: ...)` then called with this configuration's arrays
         varying = _bound_in_loop(loop)
         if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
@@ -719,8 +714,8 @@ class JitInLoop(Rule):
             return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
-        bound = _assigned_name(node, loop)
-        if bound is not None and where.scope.node is not None and _never_used(bound, where.scope.node):
+        bound = _assigned_names(node, loop)
+        if bound and where.scope.node is not None and all(_never_used(n, where.scope.node) for n in bound):
             return  # made on every pass, but never called: nothing is traced
         fix = edit = None
         if isinstance(loop.node, (cst.For, cst.While)) and isinstance(first.value, (cst.Lambda, cst.Call)):

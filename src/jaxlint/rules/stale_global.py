@@ -277,7 +277,8 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
 
 def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) -> bool:
     """`opt_init, opt_update = get_optimizer(name, sched)` on every pass of a loop, from arguments the loop
-    never changes (or rebuilds alike itself, `sched = get_scheduler(lr)`): each pass builds an equal value,
+    never changes (or rebuilds alike itself, `sched = get_scheduler(lr)`, or reads again, `lr = args.lr`):
+    each pass builds an equal value,
     so a trace of the first one is not stale. Only calls of functions given arguments count (`env.reset()`
     or `next(it)` give a new value each time)."""
     if not isinstance(loop.node, (cst.For, cst.While)):
