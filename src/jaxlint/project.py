@@ -159,7 +159,7 @@ class ProjectIndex:
         try:
             with open(path, "rb") as f:
                 source = f.read()
-            model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source))
+            model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source), trace=False)
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._imports[path] = {local: absolute(qual, me, is_pkg) for local, qual in model.root.imports.items()
                                    if local not in model.root.ambiguous_imports}
@@ -211,7 +211,7 @@ class ProjectIndex:
             if path not in self._plain_models:  # modelled once, whatever the names asked of it
                 try:
                     with open(path, "rb") as f:
-                        self._plain_models[path] = ModuleModel(cst.parse_module(f.read()), path)
+                        self._plain_models[path] = ModuleModel(cst.parse_module(f.read()), path, trace=False)
                 except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
                     self._plain_models[path] = None
             model = self._plain_models[path]

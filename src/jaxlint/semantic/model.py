@@ -39,7 +39,7 @@ class ModuleModel:
     def __init__(self, module: cst.Module, path: str = "<string>", wanted: frozenset[type] = frozenset(),
                  extra_transforms: Optional[dict[str, Transform]] = None,
                  external: Optional[list["ExternalCall"]] = None,
-                 project: Optional[ProjectClasses] = None) -> None:
+                 project: Optional[ProjectClasses] = None, trace: bool = True) -> None:
         self.module = module
         self.path = path
         self.project = project
@@ -78,7 +78,8 @@ class ModuleModel:
         self.frameworks = Frameworks(self)
         _Builder(self).build()
         self._register_classes()
-        _Tracer(self).run(external or [])
+        if trace:  # the project index asks for class facts and summaries only: which code is traced is not needed
+            _Tracer(self).run(external or [])
 
     # ---- names ------------------------------------------------------------------------------
 
