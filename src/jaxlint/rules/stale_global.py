@@ -220,7 +220,7 @@ class StaleGlobal(Rule):
         uses = self._module_uses(model).uses(name, stop)
         if uses is not None and closure:
             uses.lasting = True  # a closure made by a call may be kept and run later
-        return uses
+        return _until_rebound(uses, fn, model) if uses is not None else None
 
     def _never_called(self, setter: FunctionInfo, model: ModuleModel) -> bool:
         """A module-level setter that this module never mentions and no other file of the project does
@@ -357,11 +357,25 @@ def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[tuple[str, bool]]:
         return s.name, False
     if s is fn and isinstance(fn.node, cst.Lambda):
         for name, values in root.assigned.items():
-            if len(values) == 1 and isinstance(values[0], cst.Call) \
-                    and any(a.value is fn.node for a in values[0].args) \
-                    and model.resolve(values[0].func, root) in model.transforms:
+            if any(isinstance(v, cst.Call) and any(a.value is fn.node for a in v.args)
+                   and model.resolve(v.func, root) in model.transforms for v in values):
                 return name, False
     return None
+
+
+def _until_rebound(uses: Uses, fn: FunctionInfo, model: ModuleModel) -> Uses:
+    """The uses of a module-level name holding `fn` (`apply = jax.jit(lambda x: ...)`) that run it: those
+    before the name is bound again in source order (a second `apply = jax.jit(...)` holds another
+    function). A binding in a loop is made again on each pass, so it holds `fn` on every pass."""
+    found = _entity(fn, model)
+    if found is None or not isinstance(fn.node, cst.Lambda):
+        return uses
+    orders = model.root.bind_order.get(found[0], [])
+    held = [o for o in orders if o >= fn.order]  # the binding of the lambda's own statement comes first
+    later = [o for o in orders if held and o > min(held)]
+    if not later:
+        return uses
+    return Uses([site for site in uses.sites if site.stamp < min(later)], uses.lasting)
 
 
 def _before_and_after(order: int, loop: Optional[LoopInfo], uses: Uses) -> bool:

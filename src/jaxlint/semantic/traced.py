@@ -1012,14 +1012,25 @@ def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at:
 
 
 def _constant_default(expr: Optional[cst.BaseExpression]) -> bool:
-    """A default that is a Python constant: a literal, a tuple of literals, or a class-level constant
+    """A default that is a Python constant: a literal, a tuple of literals, arithmetic on numbers, or a class-level constant
     (`NormalizationType.NORMAL`, which JAX could not take as an array argument anyway)."""
     if _is_literal(expr):
         return True
     if isinstance(expr, cst.Tuple):
         return all(_constant_default(el.value) for el in expr.elements)
+    if isinstance(expr, cst.BinaryOperation):  # `40 * 1024 * 1024`, `2 ** 20`
+        return _numeric_constant(expr)
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value[:1].isupper() \
         and expr.attr.value[:1].isupper()
+
+
+def _numeric_constant(expr: cst.BaseExpression) -> bool:
+    """Arithmetic on number literals (`40 * 1024 * 1024`, `-1`, `1e-3 / 2`)."""
+    if isinstance(expr, cst.UnaryOperation):
+        return _numeric_constant(expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        return _numeric_constant(expr.left) and _numeric_constant(expr.right)
+    return isinstance(expr, (cst.Integer, cst.Float))
 
 
 # `container_site` of a seed whose arguments other seeds give (a jitted def only handed to a loop primitive).

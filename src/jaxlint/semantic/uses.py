@@ -138,7 +138,15 @@ class ModuleUses:
     def _immediate(self, call: cst.Call, scope: Scope) -> bool:
         """Whether a call runs the callable it is given before it returns (`lax.cond(p, f, g, x)`,
         `jax.jit(f)(x)`) rather than keeping it for later."""
-        return id(call) in self.model.applied_calls or self.model.resolve(call.func, scope) in LAX_BODIES
+        return id(call) in self.model.applied_calls or self.model.resolve(call.func, scope) in LAX_BODIES \
+            or self.model.resolve(call.func, scope) in _RUNS_AT_ONCE
+
+    def _holding_call(self, fn: FunctionInfo) -> Optional[cst.Call]:
+        """The module-level call a module-level lambda is handed to (`timeit(lambda: step(x), number=1)`)."""
+        for call, scope, _loop in self.model.all_calls:
+            if scope is self.model.root and any(a.value is fn.node for a in call.args):
+                return call
+        return None
 
     def _called_where_made(self, call: cst.Call, scope: Scope) -> bool:
         """Whether a transform's result is bound to a local that its function only calls
@@ -185,12 +193,21 @@ class ModuleUses:
             elif isinstance(s, FunctionInfo) and isinstance(s.parent, ClassInfo) and s.parent.parent is root \
                     and root.classes.get(s.parent.name) is s.parent:
                 sub = self.uses(s.parent.name, stop, busy)
+            elif isinstance(s, FunctionInfo) and s.parent is root and isinstance(s.node, cst.Lambda) \
+                    and (holder := self._holding_call(s)) is not None and self._immediate(holder, root):
+                # `timeit(lambda: step(x), number=1)`: the lambda runs where it is handed on
+                out.sites.append(Site(root, self.model.call_order.get(id(holder), 0), self.loop_of.get(id(holder))))
+                continue
             else:
                 return None  # a nested function may be handed on and run later
             if sub is None:
                 return None
             out.merge(sub)
         return out
+
+
+# Functions that call the callable they are given before they return (timing helpers).
+_RUNS_AT_ONCE = frozenset({"timeit.timeit", "timeit.repeat"})
 
 
 def _inside(scope: Optional[Scope], entity: Scope) -> bool:

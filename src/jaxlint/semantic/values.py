@@ -565,6 +565,8 @@ class Values:
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
+            if self.m.resolve(e.args[0].value, self.fn) in STATIC_CALLS:
+                return False  # `tree_map(jnp.isrealobj, params)`, `map(jnp.shape, xs)`: Python facts per leaf
             ref = self.m.resolve_callable(e.args[0].value, self.fn)
             if ref is not None and isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)):
                 # the result holds what the callback returns given these trees' leaves (or elements);
