@@ -390,6 +390,8 @@ class GlobalMutation(Rule):
             if where.model.trace_counter(fn, target.value) or idempotent:
                 return  # a trace counter a test asserts on, or the same Python value on every call
             if target.value in fn.declared_global:
+                if where.model.restores(fn, target.value):
+                    return  # set for the extent of a `with`, put back in a `finally`
                 if self._leaks(values, where):
                     self._flag(node, f"Assigning global `{target.value}`", where,
                                _subject(target.value, "module", target))

@@ -119,6 +119,9 @@ class StaleGlobal(Rule):
             if n in candidates and n not in seen and n not in local and model.trace_counter(fn, n):
                 seen.add(n)  # a trace counter a test asserts on: its value never reaches the program
                 continue
+            if n in candidates and n not in seen and n not in local and model.restores(fn, n):
+                seen.add(n)  # read only to be put back in a `finally`: its value is never computed with
+                continue
             if n in candidates and n not in seen and n not in local:
                 seen.add(n)
                 how = candidates[n]
@@ -199,6 +202,8 @@ class StaleGlobal(Rule):
                         continue
                     if self._never_called(other, model):
                         continue  # a setter nothing in the project calls rebinds nothing
+                    if model.restores(other, name) and _only_called_traced(other, model):
+                        continue  # `with use_cache(c):` inside the trace: each trace sets its own value
                     if other is fn:
                         return f"`{fn.qualname}` itself rebinds it with `global`"
                     return f"`{other.qualname}` rebinds it with `global`"
@@ -327,6 +332,14 @@ def _applied_where_made(fn: FunctionInfo, model: ModuleModel) -> bool:
             return id(call) in model.applied_parent and model.applied_parent[id(call)].func is call
     return False
 
+
+
+def _only_called_traced(fn: FunctionInfo, model: ModuleModel) -> bool:
+    """Whether every call of `fn` in the module is in traced code (and it has one): what it sets for the
+    extent of a call is set again by every trace that reads it."""
+    calls = [scope for call, scope, _loop in model.all_calls
+             if (ref := model.resolve_callable(call.func, scope)) is not None and ref.fn is fn]
+    return bool(calls) and all(model.traced_function(scope) is not None for scope in calls)
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:

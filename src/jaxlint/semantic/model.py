@@ -75,6 +75,7 @@ class ModuleModel:
         self._aliasing: set[str] = set()
         self._aliases_busy: set[tuple[int, str]] = set()  # local aliases being followed (`x = y.a; y = x.b`)
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
+        self._dead_defs: Optional[set[int]] = None  # module-level defs named only in calls that never run
         self.frameworks = Frameworks(self)
         _Builder(self).build()
         self._register_classes()
@@ -199,6 +200,50 @@ class ModuleModel:
                 handed += 1
         reads = sum(1 for n in descendants(self.module) if isinstance(n, cst.Name) and n.value == name)
         return handed > 0 and reads == handed + 1  # the binding, and each use handed to a transform
+
+    def only_in_dead_code(self, fn: "FunctionInfo") -> bool:
+        """A module-level def that this module names only inside calls that never run (`jax.vmap(jaxspence)`
+        under `if "jax" in np.__name__:` with `np` NumPy), that `__all__` does not export and that no other
+        file of the project calls (when the project is known): the module wires it only into a branch that
+        never runs, so nothing runs it and the lax bodies it holds are never traced."""
+        if self._dead_defs is None:
+            self._dead_defs = set()
+            dead_refs = {id(n) for call, _scope, _loop in self.all_calls
+                         if "never:" in self.call_guards.get(id(call), frozenset()) for n in descendants(call)}
+            if dead_refs:
+                refs: dict[str, list[int]] = {}
+                nodes = list(descendants(self.module))
+                own = {id(n.name) for n in nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))}
+                for n in nodes:
+                    if isinstance(n, cst.Name) and id(n) not in own:  # (a def's own name is no use of it)
+                        refs.setdefault(n.value, []).append(id(n))
+                exported = "__all__" in self.root.assigned
+                for name, f in self.root.defs.items():
+                    uses = refs.get(name, [])
+                    if uses and all(r in dead_refs for r in uses) and not exported \
+                            and (self.project is None or not self.project.mentioned_elsewhere(name)):
+                        self._dead_defs.add(id(f))
+        top = fn
+        while top.parent is not None and top.parent is not self.root and isinstance(top.parent, FunctionInfo):
+            top = top.parent
+        return id(top) in self._dead_defs
+
+    def restores(self, fn: "FunctionInfo", name: str) -> bool:
+        """`prev = _CONTEXT; _CONTEXT = new; try: yield finally: _CONTEXT = prev`: `fn` saves the variable
+        `name` in a local and puts it back in a `finally`, so what it stores there lives only while `fn` runs
+        (a context manager setting trace-time state): nothing outlives the trace, and the read only saves it."""
+        if not isinstance(fn.node, cst.FunctionDef):
+            return False
+        saved = {t.target.value for n in descendants(fn.node) if isinstance(n, cst.Assign)
+                 and isinstance(n.value, cst.Name) and n.value.value == name
+                 for t in n.targets if isinstance(t.target, cst.Name)}
+        for n in descendants(fn.node):
+            if isinstance(n, cst.Try) and n.finalbody is not None:
+                for stmt in descendants(n.finalbody):
+                    if isinstance(stmt, cst.Assign) and isinstance(stmt.value, cst.Name) and stmt.value.value in saved \
+                            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in stmt.targets):
+                        return True
+        return False
 
     def trace_counter(self, fn: "FunctionInfo", name: str) -> bool:
         """`global traces; traces += 1` (or `traces = traces + 1`) as the only use of `name` in `fn`, and an

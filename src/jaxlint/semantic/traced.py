@@ -198,6 +198,8 @@ class _Tracer:
             if id(call) in wrapped or "never:" in m.call_guards.get(id(call), frozenset()):
                 continue  # (a call under a test known false never runs)
             site_fn = scope.function_scope()
+            if site_fn is not None and m.only_in_dead_code(site_fn):
+                continue  # a def nothing runs: its `lax.cond` bodies are never traced
             site_abstract = bool(site_fn is not None and site_fn.traced and site_fn.abstract)
             site_cached = bool(site_fn is not None and site_fn.traced and site_fn.cached)
             self.seed_call(call, scope, site_fn, site_abstract, site_cached)
@@ -577,6 +579,7 @@ class _Tracer:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
             self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees,
                       site=(id(ext), None, 0, frozenset(), ext.args))
+            _note_passed(fn, _given_by(fn, ext.args))
 
 
 @dataclass(frozen=True)
@@ -713,6 +716,24 @@ def _note_kwargs(fn: FunctionInfo, args: list["ArgInfo"]) -> None:
 
 def _note_passed(fn: FunctionInfo, names: set[str]) -> None:
     fn.passed = set(names) if fn.passed is None else fn.passed & names
+
+
+def _given_by(fn: FunctionInfo, args: tuple[ArgInfo, ...]) -> set[str]:
+    """Parameters a call from another file gives a value that cannot be None: a traced value (a tracer is
+    never None), and every parameter without a default; with `*xs`/`**kw`, only the latter are known."""
+    out = {p.name for p in fn.params if not p.has_default and not p.star}
+    if any(a.star for a in args):
+        return out
+    positional = [p for p in fn.params if p.index is not None]
+    pos = 0
+    for a in args:
+        name = a.keyword
+        if name is None:
+            name = positional[pos].name if pos < len(positional) else None
+            pos += 1
+        if name is not None and (a.traced or a.array or a.argument):
+            out.add(name)
+    return out
 
 
 def _passed_names(ref: "CallableRef", call: cst.Call, caller: Optional[FunctionInfo]) -> set[str]:
