@@ -73,7 +73,7 @@ def test_wheel_metadata_names_the_distribution_and_its_extras(wheel: Path) -> No
 
 def test_wheel_ships_the_console_script_and_only_the_package(wheel: Path) -> None:
     entry = _dist_info(wheel, "entry_points.txt")
-    assert re.search(r"^\[console_scripts\]\s*\njaxlint = jaxlint\.cli:entry\s*$", entry, flags=re.M), entry
+    assert re.search(r"^\[console_scripts\]\s*\njaxlint = jaxlint\.launch:main\s*$", entry, flags=re.M), entry
     with zipfile.ZipFile(wheel) as z:
         tops = {n.split("/")[0] for n in z.namelist()}
     assert tops == {"jaxlint", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}

@@ -92,3 +92,49 @@ def test_a_signal_during_verification_stops_everything(tmp_path: Path, how: str)
     assert not [p for p in cache.rglob("*") if p.name.endswith(".tmp")]
     verdicts = cache / "verdicts"
     assert not verdicts.exists() or not list(verdicts.rglob("*.json")), "an interrupted run cached verdicts"
+
+
+def _busy_project(root: Path) -> Path:
+    """Enough plain jitted code that the static pass alone runs for many seconds."""
+    project = root / "project"
+    project.mkdir()
+    body = "".join(
+        f"@jax.jit\ndef step_{k}(x, y):\n    z = jnp.tanh(x @ y) + {k}\n    return jnp.where(z > 0, z, -z).sum()\n\n\n"
+        for k in range(150))
+    for i in range(120):
+        (project / f"mod_{i}.py").write_text("import jax\nimport jax.numpy as jnp\n\n\n" + body)
+    return project
+
+
+@pytest.mark.parametrize("jobs,delay,how", [("1", 3.0, "SIGINT"), ("2", 3.0, "SIGINT"), ("1", 0.3, "SIGINT"),
+                                            ("2", 3.0, "SIGTERM")],
+                         ids=["static pass, one process", "static pass, two processes", "while loading",
+                              "SIGTERM to jaxlint alone, two processes"])
+def test_a_signal_during_the_static_pass_stops_at_once(tmp_path: Path, jobs: str, delay: float, how: str) -> None:
+    project = _busy_project(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxlint", "--no-cache", "--no-verify", "--jobs", jobs, str(project)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )
+    try:
+        time.sleep(delay)
+        assert proc.poll() is None, proc.communicate()
+        seen = list(_descendants(proc.pid))
+        started = time.monotonic()
+        if how == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        else:
+            os.kill(proc.pid, signal.SIGTERM)  # what a CI runner's cancel sends
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    print(f"jobs {jobs}: stopped {elapsed:.2f} s after the signal")
+    assert proc.returncode == 130, (proc.returncode, err)  # not an abort, not a traceback
+    assert err.strip().splitlines() == ["jaxlint: interrupted"], err
+    assert out == ""
+    time.sleep(0.5)
+    assert not _alive(seen), f"left running: {_alive(seen)}"

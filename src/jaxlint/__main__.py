@@ -1,4 +1,4 @@
 """`python -m jaxlint`."""
-from .cli import entry
+from .launch import main
 
-entry()
+main()

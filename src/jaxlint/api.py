@@ -654,6 +654,16 @@ def auto_jobs(total_bytes: int) -> int:
     return max(1, min(idle_cpus(), total_bytes // BYTES_PER_JOB))
 
 
+def _worker_start() -> None:
+    """A pool worker dies of Ctrl-C (a terminal signals the whole process group) and of the parent's
+    `terminate()`: caught as an exception (the CLI's SIGTERM handler is inherited by a fork), either would
+    report the interrupted file and wait for more work, outliving a parent that has stopped."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class _Workers:
     """Runs the per-file analysis over `settings.jobs` processes when there is enough work; the same
     processes serve the first pass and the re-analyses of cross-file following. It owns the result
@@ -671,7 +681,14 @@ class _Workers:
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if self.pool is not None:
-            self.pool.shutdown()
+            if exc_type is not None:
+                # Interrupted (or failed): the workers' chunks are not wanted; stop them now rather than
+                # wait for the files they are on.
+                for proc in list(getattr(self.pool, "_processes", {}).values()):
+                    proc.terminate()
+                self.pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                self.pool.shutdown()
             self.pool = None
         if self.cache is not None and exc_type is None:
             self.cache.flush()
@@ -716,7 +733,8 @@ class _Workers:
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-            self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+            self.pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
+                                                               initializer=_worker_start)
         # Largest files first, in chunks of about equal bytes small enough to balance the tail.
         order = sorted(range(len(items)), key=lambda i: -sizes[i])
         target = max(1, sum(sizes) // (jobs * 16))

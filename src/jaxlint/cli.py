@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import traceback
-from typing import TYPE_CHECKING, Optional, TextIO
+from typing import TYPE_CHECKING, NoReturn, Optional, TextIO
 
 import click
 
@@ -283,8 +284,7 @@ def check(paths: tuple[str, ...], fmt: str, select: tuple[str, ...], ignore: tup
     except PathError as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:
-        click.echo("jaxlint: interrupted", err=True)
-        sys.exit(130)
+        _stop_interrupted()
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 2
         if verbose:
             traceback.print_exc()
@@ -416,6 +416,26 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _stop_interrupted() -> NoReturn:
+    """Exit 130 at once. The static pass may still be running on its own thread (the main thread only
+    waits for it): letting the interpreter shut down around it aborts the process, so with another thread
+    alive the process ends here, once its output is flushed (worker processes and temporary folders
+    were already seen to on the way out)."""
+    click.echo("jaxlint: interrupted", err=True)
+    import multiprocessing
+
+    for child in multiprocessing.active_children():  # pool workers a SIGTERM to jaxlint alone did not reach
+        child.terminate()
+    if threading.active_count() > 1:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+    sys.exit(130)
+
+
 def entry() -> None:
     """The console script: click's own handling, and one line instead of a traceback for anything else."""
     try:
@@ -423,8 +443,7 @@ def entry() -> None:
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        click.echo("jaxlint: interrupted", err=True)
-        sys.exit(130)
+        _stop_interrupted()
     except Exception as exc:  # noqa: BLE001
         if "--verbose" in sys.argv or "-v" in sys.argv:
             traceback.print_exc()
