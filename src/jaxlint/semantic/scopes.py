@@ -181,6 +181,9 @@ class FunctionInfo(Scope):
     pytree_params: set[str] = field(default_factory=set)
     pytree_names: set[str] = field(default_factory=set)
     traced_names: set[str] = field(default_factory=set)
+    # The names each binding event (by index in `events`) binds to a traced value: a name read in
+    # straight-line code is traced only when a binding that reaches the read is.
+    event_traced: list[set[str]] = field(default_factory=list)
     container_names: set[str] = field(default_factory=set)
     dict_names: set[str] = field(default_factory=set)  # names holding dicts: iterating them gives keys
     key_subscripts: set[tuple[str, str]] = field(default_factory=set)  # (d, k) for each `d[k]` in the body

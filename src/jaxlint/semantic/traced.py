@@ -149,7 +149,7 @@ class _Tracer:
         while True:
             self.changed = False
             m.new_summary_round()  # helper summaries are asked again with this round's tracers
-            before = sum(len(f.traced_names) for f in m.functions)
+            before = sum(len(f.traced_names) + sum(map(len, f.event_traced)) for f in m.functions)
             for fn in [f for f in m.functions if f.traced]:
                 Values(m, fn).solve()
                 self.follow_calls(fn)
@@ -157,7 +157,7 @@ class _Tracer:
                 self.seed_derivative_rules(call, scope)
             rounds += 1
             # Summaries (a helper's return value) feed back into callers: stop only when nothing moved.
-            moved = sum(len(f.traced_names) for f in m.functions) != before
+            moved = sum(len(f.traced_names) + sum(map(len, f.event_traced)) for f in m.functions) != before
             if not (self.changed or moved) or rounds > 50:
                 break
 

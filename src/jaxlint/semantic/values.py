@@ -106,15 +106,17 @@ class Values:
         fn.dict_names = dicts
         straight = _straight_line_events(fn)
         dead = bool(fn.flags) or fn.passed is not None
+        bound: list[set[str]] = [set() for _ in fn.events]
+        fn.event_traced = bound
         for _ in range(20):
-            before = len(names)
+            before = len(names) + sum(map(len, bound))
             before_trees = len(trees)
-            for (target, value, how), at, arms in zip(fn.events, straight, fn.event_branches):
+            for (target, value, how), at, arms, out in zip(fn.events, straight, fn.event_branches, bound):
                 if value is None or dead and self._dead_arm(arms):
                     continue  # (a binding in an arm no traced call takes: `if augment:` never passed True)
-                # a value bound in straight-line code sees a parameter as passed when the parameter is
-                # rebound only further down (`shards = f(indices); ...; indices = jnp.array(indices)`)
-                # or in the other arm of an `if`
+                # a value bound in straight-line code sees a name as bound before it: not a rebinding
+                # further down (`shards = f(indices); ...; indices = jnp.array(indices)`) nor one in the
+                # other arm of an `if`
                 self._use_order, self._use_arms = at, arms
                 if how in ("=", "for") and self.is_pytree(value):
                     for n in _target_names(target):
@@ -122,16 +124,17 @@ class Values:
                 if how == "for":
                     if isinstance(target, cst.Name) and (container_path(value), target.value) in fn.key_subscripts:
                         continue  # `for k in d: ... d[k]`: iterating a mapping gives its keys
-                    self._bind(target, self._elements(value), names)
+                    self._bind(target, self._elements(value), out)
                 elif how == "aug":
                     if isinstance(target, cst.Name) and self.traced(value):
-                        names.add(target.value)
+                        out.add(target.value)
                 else:
                     if isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
                         containers.add(target.value)
-                    self._bind(target, self._unpack(value), names)
+                    self._bind(target, self._unpack(value), out)
+                names |= out
             self._use_order, self._use_arms = None, ()
-            if len(names) == before and len(trees) == before_trees:
+            if len(names) + sum(map(len, bound)) == before and len(trees) == before_trees:
                 break
 
     def _dead_arm(self, arms: tuple[tuple[object, bool], ...]) -> bool:
@@ -261,9 +264,10 @@ class Values:
             return False  # `sample_shape`, `batch_size`, `ndim`: named for static facts
         fn = self.fn
         if name in self._locals:
-            if name in fn.traced_names and self._use_order is not None and name not in fn.traced_params \
-                    and fn.param(name) is not None and self._rebound_only_after(name):
-                return False  # `if flags != sorted(flags): ...; flags = jnp.array(flags)`: still the argument here
+            if name in fn.traced_names and self._use_order is not None and name not in fn.traced_params:
+                reaching = self._reaching(name)
+                if reaching is not None:  # `if np.isnan(low): low = -jnp.ones_like(a)`: not yet rebound here
+                    return any(name in fn.event_traced[i] for i in reaching)
             return name in fn.traced_names
         s = fn.parent
         while s is not None:
@@ -348,16 +352,21 @@ class Values:
             return self.traced(e.expression)
         return False
 
-    def _rebound_only_after(self, name: str) -> bool:
-        """Whether every binding of parameter `name` in the body comes after the use being asked about, or
-        sits in the other arm of an `if` around the use (`if ids: n = segment_sum(...) else: size = max(n)`)."""
+    def _reaching(self, name: str) -> Optional[list[int]]:
+        """The binding events of `name` that can reach the straight-line read being asked about: those
+        before it, bar one in the other arm of an `if` around the read (`if ids: n = ... else: size = max(n)`).
+        None when that says nothing: a name no parameter, with no such event (bound some other way)."""
         fn = self.fn
         use = self._use_order
         assert use is not None
         arms = dict(self._use_arms)
-        return all(order > use or any(isinstance(node, int) and arms.get(node, arm) != arm for node, arm in branches)
-                   for (target, _v, _h), order, branches in zip(fn.events, fn.event_orders, fn.event_branches)
-                   if name in _target_names(target))
+        reaching = [i for i, ((target, _v, _h), order, branches)
+                    in enumerate(zip(fn.events, fn.event_orders, fn.event_branches))
+                    if order < use and name in _target_names(target)
+                    and not any(isinstance(node, int) and arms.get(node, arm) != arm for node, arm in branches)]
+        if not reaching and fn.param(name) is None or len(fn.event_traced) != len(fn.events):
+            return None
+        return reaching
 
     def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
         """A comprehension's variables belong to it: `[m for m in self.sizes]` is static even when another
