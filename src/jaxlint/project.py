@@ -21,7 +21,8 @@ from .semantic.keys import ConsumedParam, module_key_params
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".static(", b"meta_fields", b"register_static",
-                   b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar")
+                   b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar",
+                   b"nnx")  # an nnx Module's Python settings are static pytree metadata
 
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
@@ -235,8 +236,8 @@ class ProjectIndex:
                     continue
                 for facts in self.classes(mod).values():
                     # a plain class's static names are its `ClassVar`s: class attributes, on every instance
-                    static |= facts.static_fields
-                    data |= facts.fields - facts.static_fields
+                    static |= facts.static_fields | facts.python_attributes
+                    data |= facts.fields - facts.static_fields - facts.python_attributes
             self._static = frozenset(static - data)
         return self._static
 
@@ -249,7 +250,7 @@ class ProjectIndex:
         for mod in imported:
             for facts in self.classes(mod).values():
                 if facts.pytree:
-                    static |= facts.static_fields
+                    static |= facts.static_fields | facts.python_attributes
         if not imported and not static:
             return None
 

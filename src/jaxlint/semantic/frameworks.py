@@ -34,9 +34,12 @@ if TYPE_CHECKING:
     from .traced import ArgInfo
     from .values import Values
 
-# What an attribute of a module instance holds.
-ARRAY, VARIABLE, MODULE, MODULES, CONFIG = "array", "variable", "module", "modules", "config"
+# What an attribute of a module instance holds; PYTHON is configuration known to be a Python scalar (or a
+# tuple of them), which an nnx Module keeps as static metadata of its pytree.
+ARRAY, VARIABLE, MODULE, MODULES, CONFIG, PYTHON = "array", "variable", "module", "modules", "config", "python"
 _LEAVES = frozenset({ARRAY, VARIABLE, MODULE, MODULES})
+_SETTINGS = frozenset({CONFIG, PYTHON})
+_SCALARS = frozenset({"int", "float", "bool", "str", "complex"})
 _SEQUENCES = frozenset({"list", "List", "tuple", "Tuple", "Sequence"})
 
 
@@ -66,7 +69,8 @@ class Frameworks:
     # ---- classes ----------------------------------------------------------------------------
 
     def kind(self, cls: "ClassInfo") -> Optional[str]:
-        """eqx, nnx, linen or haiku for a model module class of this file (through local bases), else None."""
+        """eqx, nnx, linen or haiku for a model module class of this file (through its bases, here or in
+        another project file), else None."""
         key = id(cls)
         if key not in self._kind:
             self._kind[key] = None  # cycles
@@ -76,6 +80,9 @@ class Frameworks:
                 local = self.m.root.classes.get(base)
                 if found is None and local is not None and local is not cls:
                     found = self.kind(local)
+                elif found is None and local is None and "." in base and self.m.project is not None:
+                    facts = self.m.project.lookup(base)  # `class JaxMoE(JaxModule)`, the base in another file
+                    found = facts.module_kind if facts is not None else None
                 if found:
                     break
             self._kind[key] = found
@@ -237,6 +244,14 @@ class Frameworks:
             self._collect(cls, fields, 0)
         return fields.get(attr, (None, None))
 
+    def python_attributes(self, cls: "ClassInfo") -> frozenset[str]:
+        """The attributes an nnx Module class gives Python scalars: static metadata of its pytree, so
+        Python values wherever an instance is traced (an equinox Module's are leaves under `jax.jit`)."""
+        if self.kind(cls) != "nnx":
+            return frozenset()
+        self.field(cls, "")
+        return frozenset(name for name, (k, _c) in self._fields[id(cls)].items() if k == PYTHON)
+
     def _collect(self, cls: "ClassInfo", fields: dict, depth: int) -> None:
         for base in cls.bases:  # inherited fields first, so the subclass's own win
             local = self.m.root.classes.get(base)
@@ -268,6 +283,9 @@ class Frameworks:
         for table in (seen, declared):
             for name, kinds in table.items():
                 fields[name] = kinds.pop() if len(kinds) == 1 else (None, None)
+        for name, kinds in seen.items():  # `n: int` declared, `self.n = jnp.asarray(n)` stored: not a scalar
+            if fields[name][0] == PYTHON and any(k in _LEAVES or k is None for k, _c in kinds):
+                fields[name] = (CONFIG, None)
 
     def _annotated(self, node: cst.AnnAssign, cls: "ClassInfo", kind: Optional[str]) -> tuple[Optional[str], Optional["ClassInfo"]]:
         from ..syntax import annotation_name
@@ -276,6 +294,8 @@ class Frameworks:
             if any(a.keyword is not None and a.keyword.value == "static" for a in node.value.args):
                 return (CONFIG, None)
         ann = node.annotation.annotation
+        if self._scalar_annotation(ann):
+            return (PYTHON, None)
         if isinstance(ann, cst.Subscript) and (dotted_head(ann.value) or "") in _SEQUENCES:
             inner = ann.slice[0].slice if ann.slice else None
             if isinstance(inner, cst.Index):
@@ -299,10 +319,12 @@ class Frameworks:
             classes = {c for k, c in elems}
             if elems and all(k == MODULE for k, _ in elems):
                 return (MODULES, classes.pop() if len(classes) == 1 else None)
-            return (CONFIG, None) if all(k == CONFIG for k, _ in elems) else (None, None)
+            if isinstance(value, cst.Tuple) and all(k == PYTHON for k, _ in elems):
+                return (PYTHON, None)
+            return (CONFIG, None) if all(k in _SETTINGS for k, _ in elems) else (None, None)
         if isinstance(value, cst.ListComp):
             k, c = self._value_kind(value.elt, scope, init)
-            return (MODULES, c) if k == MODULE else (None, None) if k != CONFIG else (CONFIG, None)
+            return (MODULES, c) if k == MODULE else (None, None) if k not in _SETTINGS else (CONFIG, None)
         if isinstance(value, cst.Call):
             cls = self.module_class(value.func, scope)
             if cls is not None:
@@ -334,11 +356,32 @@ class Frameworks:
                 sub = self.m.root.classes.get(p.annotation or "")
                 if sub is not None and self.kind(sub):
                     return (MODULE, sub)
+                if p.annotation_expr is not None and self._scalar_annotation(p.annotation_expr):
+                    return (PYTHON, None)  # `def __init__(self, n: int): self.n = n`
                 return (CONFIG, None) if p.annotation not in (None, "Any") else (None, None)
         if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)) or (
                 isinstance(value, cst.Name) and value.value in ("True", "False", "None")):
-            return (CONFIG, None)
+            return (PYTHON, None)
         return (None, None)
+
+    def _scalar_annotation(self, ann: cst.BaseExpression) -> bool:
+        """`int`, `str`, `Optional[bool]`, `float | None`, `tuple[int, ...]`: a Python scalar or a tuple of them."""
+        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+            parts = [ann.left, ann.right]
+            return all(self._scalar_annotation(p) for p in parts if not _is_none(p)) and not all(map(_is_none, parts))
+        if isinstance(ann, cst.Name):
+            return ann.value in _SCALARS and self.m.owner_of(ann.value, self.m.root) is None
+        if isinstance(ann, cst.Subscript):
+            head = dotted_head(ann.value)
+            args = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+            if len(args) != len(ann.slice) or not args:
+                return False
+            if head == "Optional":
+                return self._scalar_annotation(args[0])
+            if head in ("tuple", "Tuple", "Union"):
+                rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_none(a)]
+                return bool(rest) and all(self._scalar_annotation(a) for a in rest)
+        return False
 
     def _local_variable(self, name: str) -> bool:
         """A Variable subclass of this module (`class Count(nnx.Variable)`)."""
@@ -564,6 +607,10 @@ def _library_module(qual: str) -> bool:
     """`flax.linen.Dense`, `equinox.nn.Linear`, `haiku.Linear`: a capitalised class of a model library."""
     last = qual.rsplit(".", 1)[-1]
     return qual.startswith(MODULE_PACKAGES) and last[:1].isupper() and qual not in NNX_VARIABLES
+
+
+def _is_none(e: cst.BaseExpression) -> bool:
+    return isinstance(e, cst.Name) and e.value == "None"
 
 
 def _agree(found: list) -> Optional["ClassInfo"]:

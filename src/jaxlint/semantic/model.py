@@ -514,8 +514,9 @@ class ModuleModel:
         names: set[str] = set()
         data: set[str] = set()
         for c in self._all_classes():
-            names |= c.static_fields
-            data |= c.fields - c.static_fields
+            scalars = self.frameworks.python_attributes(c)  # an nnx Module's Python settings: pytree metadata
+            names |= c.static_fields | scalars
+            data |= c.fields - c.static_fields - scalars
         if self.project is not None:
             names |= self.project.static_names
         self.static_field_names = frozenset(names - data)
@@ -538,7 +539,8 @@ class ModuleModel:
         fields.update(self._field_classes(c))
         props = frozenset(p for f in inherited for p in f.static_properties if p not in c.defs and p not in c.fields)
         return ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
-                          c.container, self._method_classes(c), fields, self._static_properties(c) | props)
+                          c.container, self._method_classes(c), fields, self._static_properties(c) | props,
+                          self.frameworks.kind(c), self.frameworks.python_attributes(c))
 
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level

@@ -77,6 +77,11 @@ class ClassFacts:
     # Properties that compute only Python values from the instance (`def dim(self): return self.pos.shape[-1]`):
     # `state.dim` is static in the other files.
     static_properties: frozenset[str] = frozenset()
+    # The model framework the class is a module of (eqx, nnx, linen, haiku), through its bases; None if none.
+    module_kind: Optional[str] = None
+    # Attributes an nnx Module class gives a Python scalar (`hidden_size: int`, `self.name = "x"`): nnx keeps
+    # them as static pytree metadata, so they stay Python values wherever an instance is traced.
+    python_attributes: frozenset[str] = frozenset()
 
 
 @dataclass
