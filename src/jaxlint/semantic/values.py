@@ -38,8 +38,11 @@ _FLATTENS = frozenset({"jax.tree_util.tree_flatten", "jax.tree_util.tree_flatten
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 # Methods no JAX array has: a name they are called on holds a Python container.
 _CONTAINER_METHODS = frozenset({"update", "setdefault", "append", "extend", "popitem"})
+# Methods only strings have (no JAX or NumPy array, no pytree library object): the receiver is a string.
 _STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "isdigit",
-                          "isalpha", "isidentifier", "casefold", "removeprefix", "removesuffix"})
+                          "isalpha", "isidentifier", "casefold", "removeprefix", "removesuffix", "split", "rsplit",
+                          "splitlines", "partition", "rpartition", "isnumeric", "isdecimal", "isspace", "zfill",
+                          "capitalize", "title", "format", "encode"})
 _DICT_ANNOTATIONS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "FrozenDict"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
