@@ -176,7 +176,8 @@ STATIC_CALLS = frozenset(
 # Attributes of an array that are static under tracing.
 STATIC_ATTRS = frozenset(
     {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__",
-     "sizes", "dims"}  # `sizes`, `dims`: the dimension lengths and names of an xarray object holding arrays
+     "sizes", "dims",  # `sizes`, `dims`: the dimension lengths and names of an xarray object holding arrays
+     "irreps"}  # an e3nn `IrrepsArray`'s representation: metadata of the pytree, never a leaf
 )
 
 # Attributes of an array that are arrays again (any other attribute of a traced object that is not a
