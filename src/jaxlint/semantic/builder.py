@@ -361,7 +361,8 @@ class _Builder:
         self.walk(node.test, scope, loop)
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | none_tests(node.test) | flag_tests(node.test, True)
+        self.guards = saved | _scalar_guard_names(node.test) | none_tests(node.test) | flag_tests(node.test, True) \
+            | given_tests(node.test, True)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
@@ -375,7 +376,7 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
-            self.guards = saved | flag_tests(node.test, False) | _array_test(node.test) | (
+            self.guards = saved | flag_tests(node.test, False) | given_tests(node.test, False) | _array_test(node.test) | (
                 {"never:"} if known is True else frozenset())
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
@@ -785,6 +786,19 @@ def flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
         return flag_tests(e.expression, not holds)
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
         return flag_tests(e.left, holds) | flag_tests(e.right, holds)
+    return frozenset()
+
+
+def given_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    """`if x is not None:` → {"given:x"} in its body, and in the `else` of `if x is None:`: the branch runs
+    only when `x` was given a value."""
+    if isinstance(e, cst.Comparison) and isinstance(e.left, cst.Name) and len(e.comparisons) == 1 \
+            and _is_const(e.comparisons[0].comparator, "None"):
+        op = e.comparisons[0].operator
+        if (isinstance(op, cst.IsNot) and holds) or (isinstance(op, cst.Is) and not holds):
+            return frozenset({f"given:{e.left.value}"})
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And) and holds:
+        return given_tests(e.left, True) | given_tests(e.right, True)
     return frozenset()
 
 

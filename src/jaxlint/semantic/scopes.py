@@ -164,6 +164,9 @@ class FunctionInfo(Scope):
     none_exits: list[tuple[int, str]] = field(default_factory=list)
     # Parameters every traced call site gives a value other than None (None until a site is seen).
     passed: Optional[set[str]] = None
+    # Parameters defaulting to None that every traced call site leaves out or passes None (None until a
+    # site is seen; a site whose arguments are not known leaves none).
+    left_none: Optional[set[str]] = None
     # Traced call sites whose arguments are known, by call: (caller, offset, partial-bound names, args).
     flag_sites: dict[int, tuple] = field(default_factory=dict)
     # Traced from somewhere whose arguments are not known here (a transform, a control-flow body).
@@ -319,6 +322,11 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             want, _, name = g.partition(":")
             if fn.flags.get(name, want == "true") != (want == "true"):
                 return True
+            continue
+        if g.startswith("given:"):
+            name = g[6:]
+            if fn.left_none is not None and name in fn.left_none and name not in fn.assigned:
+                return True  # `if radius is not None:` where no traced caller gives a radius
             continue
         if not g.startswith("none:"):
             continue

@@ -135,7 +135,7 @@ class _Tracer:
         solve_flags(m.functions)
         for fn in m.functions:
             # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
-            if fn.traced and (not fn.traced_names or fn.flags or fn.passed):
+            if fn.traced and (not fn.traced_names or fn.flags or fn.passed or fn.left_none):
                 Values(m, fn).solve()
         solve_containers(m.functions)
         self.complete_roots()
@@ -403,6 +403,9 @@ class _Tracer:
                 left_out = {p.name for p in fn.params if p.has_default and not p.star
                             and p.name not in named and p.name not in passed_pos}
         _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
+        # (a transform's own call sites are not followed here: what its callers give is not known)
+        _note_left_none(fn, {n for n in left_out if _is_const(fn.param(n).default, "None")}
+                        if application is not None and not lead else set())
         traced = set()
         for p in fn.params:
             if p.name in bound_pos or p.name in bound:
@@ -538,6 +541,7 @@ class _Tracer:
             ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
             _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
                          else {p.name for p in ref.fn.params if not p.has_default})
+            _note_left_none(ref.fn, _none_names(ref, call) if not ref.lead else set())
             receiver = ref.receiver is not None and values.traced(ref.receiver)
             if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
                 receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
@@ -580,6 +584,7 @@ class _Tracer:
             self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees,
                       site=(id(ext), None, 0, frozenset(), ext.args))
             _note_passed(fn, _given_by(fn, ext.args))
+            _note_left_none(fn, _left_out_none(fn, 0, frozenset(), ext.args))
 
 
 @dataclass(frozen=True)
@@ -733,6 +738,46 @@ def _given_by(fn: FunctionInfo, args: tuple[ArgInfo, ...]) -> set[str]:
             pos += 1
         if name is not None and (a.traced or a.array or a.argument):
             out.add(name)
+    return out
+
+
+def _note_left_none(fn: FunctionInfo, names: set[str]) -> None:
+    fn.left_none = set(names) if fn.left_none is None else fn.left_none & names
+
+
+def _left_out_none(fn: FunctionInfo, offset: int, bound: frozenset[str], args) -> set[str]:
+    """Parameters defaulting to None that a call (its arguments as `ArgInfo`s or `cst.Arg`s) leaves out;
+    none when it spreads `*xs`/`**kw`."""
+    if any(a.star for a in args):
+        return set()
+    positional = [p for p in fn.params if p.index is not None]
+    named = set()
+    n_pos = 0
+    for a in args:
+        kw = a.keyword
+        if kw is None:
+            n_pos += 1
+        else:
+            named.add(kw if isinstance(kw, str) else kw.value)
+    filled = {p.name for p in positional[:offset + n_pos]}
+    return {p.name for p in fn.params if p.has_default and not p.star and _is_const(p.default, "None")
+            and p.name not in named and p.name not in filled and p.name not in bound}
+
+
+def _none_names(ref: "CallableRef", call: cst.Call) -> set[str]:
+    """Parameters defaulting to None that this call (with what `partial` bound) leaves None: left out, or
+    given a literal None."""
+    out = _left_out_none(ref.fn, ref.offset, frozenset(ref.bound_names), call.args)
+    if not any(a.star for a in call.args):
+        positional = [p for p in ref.fn.params if p.index is not None]
+        pos = ref.offset
+        for a in call.args:
+            name = a.keyword.value if a.keyword is not None else (positional[pos].name if pos < len(positional) else None)
+            if a.keyword is None:
+                pos += 1
+            p = ref.fn.param(name) if name is not None else None
+            if p is not None and p.has_default and _is_const(p.default, "None") and _is_const(a.value, "None"):
+                out.add(name)
     return out
 
 

@@ -19,7 +19,7 @@ from ..jaxapi import (
     TREE_MAPS,
 )
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
-from .builder import _scalar_guard_names, flag_tests, none_tests
+from .builder import _scalar_guard_names, flag_tests, given_tests, none_tests
 from .scopes import FunctionInfo, dead_branch
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class Values:
         fn.container_names = containers
         fn.dict_names = dicts
         straight = _straight_line_events(fn)
-        dead = bool(fn.flags) or fn.passed is not None
+        dead = bool(fn.flags) or fn.passed is not None or bool(fn.left_none)
         bound: list[set[str]] = [set() for _ in fn.events]
         fn.event_traced = bound
         for _ in range(20):
@@ -147,7 +147,8 @@ class Values:
             test = self.m.if_tests.get(node) if isinstance(node, int) else None
             if test is None or test[1] is not self.fn:
                 continue
-            if dead_branch(self.fn, flag_tests(test[0], arm) | (none_tests(test[0]) if arm else frozenset())):
+            if dead_branch(self.fn, flag_tests(test[0], arm) | given_tests(test[0], arm)
+                           | (none_tests(test[0]) if arm else frozenset())):
                 return True
         return False
 
