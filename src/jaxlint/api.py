@@ -485,7 +485,8 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
         for tp, meth in rule.visitors().items():
             dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
     model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external, project)
-    calls = [dataclasses.replace(c, origin=path) for c in model.external_calls.values()]
+    calls = [dataclasses.replace(c, origin=path)
+             for c in list(model.external_calls.values()) + model.ref_handoffs()]
     from .rules.base import Where  # local: keeps the import graph of this module small
 
     tops: set[Optional[int]] = set()  # the top-level statements holding the reported nodes
@@ -802,7 +803,7 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
             caller_mod = module_name(path)
             is_pkg = os.path.basename(path) == "__init__.py"
             for call in results[path][1]:
-                if call.kind != "traced":
+                if call.kind == "key":
                     continue  # (a key handed to another file is asked of the project summaries instead)
                 full = absolute(call.qualname, caller_mod, is_pkg)
                 mod, _, func = full.rpartition(".")
@@ -812,7 +813,8 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
                 target = by_module.get(mod)
                 if target is None or target == path:
                     continue
-                key = (call.origin, call.caller, call.qualname, tuple((a.traced, a.pytree) for a in call.args))
+                key = (call.origin, call.caller, call.qualname, call.kind,
+                       tuple((a.traced, a.pytree) for a in call.args))
                 bucket = seeds.setdefault(target, {})
                 if key not in bucket:
                     bucket[key] = dataclasses.replace(call, qualname=func)

@@ -350,6 +350,11 @@ PALLAS_PACKAGES = ("jax.experimental.pallas", "jax._src.pallas")
 PALLAS_REF_CALLS = frozenset(
     {"pallas_call", "emit_pipeline", "emit_pipeline_with_allocations", "run_scoped", "kernel", "run_state"}
 )
+# Annotations that declare a parameter a mutable array reference (`vmem_ref: jax.Ref`).
+REF_ANNOTATIONS = frozenset({"jax.Ref", "jax.ref.Ref", "jax.ref.AbstractRef"})
+# Methods of a `Ref` that return a view of the same buffer (`ref.bitcast(jnp.uint32)`, `ref.reshape(2, -1)`):
+# a store into the view writes the ref. `ref.at[i]` and `ref.T` are views too; `ref[i]` is a load.
+REF_VIEW_METHODS = frozenset({"bitcast", "reshape", "transpose"})
 
 # ---- model frameworks --------------------------------------------------------------------------
 # Bases that make a class a model module, by framework.

@@ -29,7 +29,8 @@ from .frameworks import Frameworks
 from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
 )
-from .traced import _Tracer, ExternalCall, _pallas_refs
+from .refs import pallas_refs
+from .traced import _Tracer, ExternalCall
 from .values import Values
 
 
@@ -76,6 +77,8 @@ class ModuleModel:
         self._aliases_busy: set[tuple[int, str]] = set()  # local aliases being followed (`x = y.a; y = x.b`)
         self._refs: Optional[dict[int, set[str]]] = None  # Pallas refs per function, computed on first use
         self._dead_defs: Optional[set[int]] = None  # module-level defs named only in calls that never run
+        self._ref_handoffs: dict[int, ExternalCall] = {}  # calls handing refs to another file's functions
+        self._external = external or []
         self.frameworks = Frameworks(self)
         _Builder(self).build()
         self._register_classes()
@@ -1139,13 +1142,21 @@ class ModuleModel:
 
     def is_ref(self, name: str, scope: Scope) -> bool:
         """Whether `name`, seen from `scope`, is bound to a Pallas `Ref`: a parameter of a function handed
-        to `pallas_call`/`emit_pipeline`/`run_scoped` (scratch refs included), a parameter that receives such
-        a ref from a call in this module, or a local bound only to a view of one (`o_ref.at[0]`)."""
-        if self._refs is None:
-            self._refs = {}
-            _pallas_refs(self, self._refs)
+        to `pallas_call`/`emit_pipeline`/`run_scoped` (scratch refs included) or annotated `jax.Ref`, a
+        parameter that receives a ref from a call (in this module or another), or a local bound only to
+        views of refs (`o_ref.at[0]`, `ref.bitcast(jnp.uint32)`)."""
         owner = self.owner_of(name, scope)
-        return isinstance(owner, FunctionInfo) and name in self._refs.get(id(owner), ())
+        return isinstance(owner, FunctionInfo) and name in self._pallas_refs().get(id(owner), ())
+
+    def ref_handoffs(self) -> list[ExternalCall]:
+        """Calls handing Pallas refs to functions of other files, followed there by the API."""
+        self._pallas_refs()
+        return list(self._ref_handoffs.values())
+
+    def _pallas_refs(self) -> dict[int, set[str]]:
+        if self._refs is None:
+            self._refs, self._ref_handoffs = pallas_refs(self, self._external)
+        return self._refs
 
     def owner_of(self, name: str, scope: Scope) -> Optional[Scope]:
         """The scope that binds `name` as seen from `scope` (module scope for globals), or None if unbound."""

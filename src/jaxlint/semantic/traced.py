@@ -26,61 +26,6 @@ if TYPE_CHECKING:
     from .model import ModuleModel
 
 
-def _pallas_refs(m: ModuleModel, refs: dict[int, set[str]]) -> None:
-    """Fill `refs` with the names bound to Pallas refs, per function (by id): seeded by the callables handed
-    to Pallas, then followed through calls that pass a ref on and through locals bound to views of a ref."""
-
-    def add(fn: FunctionInfo, names: set[str]) -> bool:
-        have = refs.setdefault(id(fn), set())
-        new = names - have
-        have |= new
-        return bool(new)
-
-    for fn in m.functions:  # @functools.partial(pl.pallas_call, out_shape=…) on the kernel itself
-        outer = fn.parent or m.root
-        if any(m.is_pallas_ref_api(d.decorator, outer) for d in fn.decorators):
-            add(fn, {p.name for p in fn.params})
-    for call, scope, _loop in m.all_calls:
-        target: Optional[cst.BaseExpression] = None
-        if isinstance(call.func, cst.Call) and m.is_pallas_ref_api(call.func, scope):
-            target = call.args[0].value if call.args else None  # partial(pl.pallas_call, …)(kernel)
-        elif m.is_pallas_ref_api(call.func, scope):
-            target = _arg(call, 0, "kernel") or _arg(call, 0, "body") or _arg(call, 0, "f")
-        ref = m.resolve_callable(target, scope) if target is not None else None
-        if ref is not None:
-            positional = [p for p in ref.fn.params if p.index is not None][:ref.offset]
-            add(ref.fn, {p.name for p in ref.fn.params
-                         if p not in positional and p.name not in ref.bound_names and p.star != "**"})
-    for _ in range(10):
-        changed = False
-        for fn in m.functions:
-            for target, value, how in fn.events:  # o = o_ref.at[0]: a view of a ref is a ref
-                if how == "=" and isinstance(target, cst.Name) and value is not None:
-                    root = value
-                    while isinstance(root, (cst.Attribute, cst.Subscript)):
-                        root = root.value
-                    if root is not value and isinstance(root, cst.Name) and root.value != target.value \
-                            and m.is_ref(root.value, fn) and all(
-                                v is not None and isinstance(v, (cst.Attribute, cst.Subscript))
-                                for v in fn.assigned.get(target.value, [])):
-                        changed |= add(fn, {target.value})
-        for call, scope, _loop in m.all_calls:
-            names = [a for a in call.args if not a.star and isinstance(a.value, cst.Name)
-                     and m.is_ref(a.value.value, scope)]
-            if not names:
-                continue
-            ref = m.resolve_callable(call.func, scope)
-            if ref is None:
-                continue
-            args = [ArgInfo(str(a.star), a.keyword.value if a.keyword is not None else None,
-                            isinstance(a.value, cst.Name) and m.is_ref(a.value.value, scope) and not a.star, False)
-                    for a in call.args]
-            mapped, _ = _map_args(ref.fn, ref.offset, args)
-            changed |= add(ref.fn, {n for n in mapped if ref.fn.param(n) is not None and ref.fn.param(n).star == ""})
-        if not changed:
-            break
-
-
 class _Tracer:
     def __init__(self, model: ModuleModel) -> None:
         self.m = model
@@ -566,6 +511,8 @@ class _Tracer:
         """Calls into this module from traced code in other files of the project."""
         m = self.m
         for ext in calls:
+            if ext.kind == "ref":
+                continue  # refs handed over, for `semantic/refs.py`
             fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
             if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
                 fn = m.frameworks.method_named(ext.qualname)
@@ -615,7 +562,8 @@ class ExternalCall:
     caller: str
     origin: str = ""  # the caller's file, filled in by the API
     # "traced": a call from traced code, followed into the callee's file; "key": a PRNG key handed to a
-    # function of another file, whose summary (does it consume the key?) the caller's analysis needs
+    # function of another file, whose summary (does it consume the key?) the caller's analysis needs;
+    # "ref": Pallas refs handed to a function of another file (`traced` on an argument marks a ref)
     kind: str = "traced"
 
 
