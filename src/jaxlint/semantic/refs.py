@@ -15,10 +15,10 @@ import libcst as cst
 from ..jaxapi import REF_ANNOTATIONS, REF_VIEW_METHODS
 from ..syntax import _arg
 from .scopes import FunctionInfo, Scope
+from .traced import ArgInfo, ExternalCall, _map_args, external_target
 
 if TYPE_CHECKING:
     from .model import ModuleModel
-    from .traced import ExternalCall
 
 
 def view_roots(expr: cst.BaseExpression) -> Optional[list[cst.Name]]:
@@ -103,20 +103,17 @@ class _Refs:
         for ext in external:  # a function of another file handed refs to a function of this one
             if ext.kind != "ref":
                 continue
-            fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
-            if "." in ext.qualname:
-                fn = m.frameworks.method_named(ext.qualname)
+            fn = external_target(m, ext)
             if fn is not None:
                 self.add(fn, self._mapped(fn, 0, list(ext.args)))
 
-    def _mapped(self, fn: FunctionInfo, offset: int, args: list, bound: frozenset[str] = frozenset()) -> set[str]:
-        from .traced import _map_args
+    def _mapped(self, fn: FunctionInfo, offset: int, args: list[ArgInfo],
+                bound: frozenset[str] = frozenset()) -> set[str]:
         got, _ = _map_args(fn, offset, args, bound)
         return {n for n in got if (p := fn.param(n)) is not None and p.star == ""}
 
     def propagate(self) -> None:
         """Views bound to locals, and refs passed on to helpers (or bound by `functools.partial`)."""
-        from .traced import ArgInfo, ExternalCall
         m = self.m
         for _ in range(12):
             changed = False

@@ -513,9 +513,7 @@ class _Tracer:
         for ext in calls:
             if ext.kind == "ref":
                 continue  # refs handed over, for `semantic/refs.py`
-            fn = m.root.defs.get(ext.qualname.rsplit(".", 1)[-1])
-            if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
-                fn = m.frameworks.method_named(ext.qualname)
+            fn = external_target(m, ext)
             if fn is None:
                 continue
             # Across files an argument makes its parameter traced when it is evidently an array, or is a
@@ -565,6 +563,13 @@ class ExternalCall:
     # function of another file, whose summary (does it consume the key?) the caller's analysis needs;
     # "ref": Pallas refs handed to a function of another file (`traced` on an argument marks a ref)
     kind: str = "traced"
+
+
+def external_target(m: ModuleModel, ext: ExternalCall) -> Optional[FunctionInfo]:
+    """The function of this module a call from another file reaches."""
+    if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
+        return m.frameworks.method_named(ext.qualname)
+    return m.root.defs.get(ext.qualname)
 
 
 def _called_only_by_parent(fn: FunctionInfo) -> bool:
