@@ -19,7 +19,7 @@ from ..syntax import (
     dotted,
     iter_children,
 )
-from .scopes import ClassInfo, FunctionInfo, LoopInfo, Param, Record, Scope
+from .scopes import ClassFacts, ClassInfo, FunctionInfo, LoopInfo, Param, Record, Scope
 
 if TYPE_CHECKING:
     from .model import ModuleModel
@@ -611,6 +611,55 @@ def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
     return out
 
 
+def _registers_name(model: "ModuleModel", fn: FunctionInfo, name: str) -> bool:
+    """Whether a def's body hands the class bound to `name` to a pytree registration: JAX's
+    (`register_pytree_node(cls, ...)`, `register_dataclass(cls)`), a pytree dataclass decorator called on
+    it (`flax.struct.dataclass(cls)`), or a registering helper of the module or the project."""
+    for call in fn.calls:
+        if not call.args or not isinstance(call.args[0].value, cst.Name) or call.args[0].value.value != name:
+            continue
+        qual = model.resolve(call.func, fn)
+        if qual in _REGISTER_CALLS or qual in PYTREE_CLASS_DECORATORS and qual != "equinox.filter_jit":
+            return True
+        if qual is None and isinstance(call.func, cst.Name):
+            qual = call.func.value  # a def of this module
+        if qual is not None and model.registers_pytree(qual):
+            return True
+    return False
+
+
+def _read_registering_hooks(model: "ModuleModel", cls: ClassInfo) -> None:
+    """The class hooks that register classes as pytrees when Python creates them: `__init_subclass__`
+    registering `cls` (every subclass is a pytree, not the class itself), and a metaclass's `__new__`
+    registering the class it returns or its `__init__` / `__call__` registering `cls` (every class made
+    with `metaclass=` it is a pytree)."""
+    hook = cls.defs.get("__init_subclass__")
+    if hook is not None and hook.params and _registers_name(model, hook, hook.params[0].name):
+        cls.registers_subclasses = True
+    for name in ("__init__", "__call__"):
+        hook = cls.defs.get(name)
+        if hook is not None and hook.params and _registers_name(model, hook, hook.params[0].name):
+            cls.registers_classes = True
+    hook = cls.defs.get("__new__")
+    if hook is not None and isinstance(hook.node, cst.FunctionDef):
+        made = {r.value.value for r in _returns(hook.node.body) if isinstance(r.value, cst.Name)}
+        if any(_registers_name(model, hook, m) for m in made):
+            cls.registers_classes = True
+
+
+def _metaclass(model: "ModuleModel", node: cst.ClassDef, scope: Scope) -> Optional[ClassInfo | ClassFacts]:
+    """The class a `metaclass=` keyword names: one of this module's, or what the project says of it."""
+    for kw in node.keywords:
+        if kw.keyword is None or kw.keyword.value != "metaclass":
+            continue
+        name = model.resolve(kw.value, scope) or dotted(kw.value) or ""
+        local = model.root.classes.get(name)
+        if local is not None:
+            return local
+        return model.project.lookup(name) if model.project is not None and "." in name else None
+    return None
+
+
 def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef, scope: Scope) -> None:
     for stmt in node.body.body:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -647,20 +696,29 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
            for b in cls.bases):
         cls.pytree = True
     cls.container = any(b in CONTAINER_BASES for b in cls.bases)
+    _read_registering_hooks(model, cls)
     for b in cls.bases:  # a subclass of a registered pytree class (of this module or the project) is one too
         base = model.root.classes.get(b)
         facts = model.project.lookup(b) if base is None and model.project is not None else None
         if base is not None and base is not cls and base.container or facts is not None and facts.container:
             cls.container = True
-        if base is not None and base is not cls and base.pytree:
+        if base is not None and base is not cls:
+            cls.registers_classes |= base.registers_classes  # a metaclass deriving from a registering one
+        elif facts is not None:
+            cls.registers_classes |= facts.registers_classes
+        # a base whose `__init_subclass__` registers `cls` makes this class a pytree as it is created
+        if base is not None and base is not cls and (base.pytree or base.registers_subclasses):
             cls.pytree = True
             cls.fields |= base.fields
             cls.static_fields |= base.static_fields
         elif base is None and model.project is not None:
-            if facts is not None and facts.pytree:
+            if facts is not None and (facts.pytree or facts.registers_subclasses):
                 cls.pytree = True
                 cls.fields |= facts.fields
                 cls.static_fields |= facts.static_fields
+    meta = _metaclass(model, node, scope)
+    if meta is not None and meta.registers_classes:
+        cls.pytree = True  # `class Data(metaclass=JAXDataclassMeta)`: the metaclass registers every class it makes
     flatten = cls.defs.get("tree_flatten")
     if flatten is not None:
         cls.static_fields |= _flatten_aux(flatten)

@@ -543,7 +543,8 @@ class ModuleModel:
         props = frozenset(p for f in inherited for p in f.static_properties if p not in c.defs and p not in c.fields)
         return ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
                           c.container, self._method_classes(c), fields, self._static_properties(c) | props,
-                          self.frameworks.kind(c), self.frameworks.python_attributes(c))
+                          module_kind=self.frameworks.kind(c), python_attributes=self.frameworks.python_attributes(c),
+                          registers_subclasses=c.registers_subclasses, registers_classes=c.registers_classes)
 
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level

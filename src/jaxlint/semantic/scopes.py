@@ -82,6 +82,8 @@ class ClassFacts:
     # Attributes an nnx Module class gives a Python scalar (`hidden_size: int`, `self.name = "x"`): nnx keeps
     # them as static pytree metadata, so they stay Python values wherever an instance is traced.
     python_attributes: frozenset[str] = frozenset()
+    registers_subclasses: bool = False  # its `__init_subclass__` registers every subclass as a pytree
+    registers_classes: bool = False  # a metaclass that registers every class it makes as a pytree
 
 
 @dataclass
@@ -129,6 +131,10 @@ class ClassInfo(Scope):
     pytree: bool = False
     field_types: dict[str, cst.BaseExpression] = field(default_factory=dict)  # annotated fields, as written
     container: bool = False  # a Mapping, dict, list or Sequence subclass: its truth is its emptiness
+    # Python's class hooks registering pytrees: `__init_subclass__` registers each subclass as it is
+    # created (the class itself is no pytree); a metaclass registers each class made with it.
+    registers_subclasses: bool = False
+    registers_classes: bool = False
 
 
 @dataclass(eq=False)
