@@ -206,6 +206,31 @@ class ProjectIndex:
             known = self._static_methods[name] = any(answers) and False not in answers
         return known
 
+    def _imported_elsewhere(self, module: str, path: str) -> bool:
+        """Whether a given file other than `path` may import from `module` (an import line naming its last
+        part: a cheap search, not a resolution): its classes may have subclasses there."""
+        line = re.compile(rb"^[ \t]*(from|import)[ \t][^\n]*\b" + re.escape(module.rpartition(".")[2].encode()) + rb"\b",
+                          re.M)
+        here = os.path.realpath(path)
+        return any(line.search(text) for p, text in self._given_texts().items() if os.path.realpath(p) != here)
+
+    def subclasses(self, qualname: str, besides: str) -> list[ClassFacts]:
+        """The classes of the given files other than `besides` that derive from the class `qualname`
+        (files found by a search for a class header naming it; more than 30 such files are not read)."""
+        name = qualname.rpartition(".")[2]
+        header = re.compile(rb"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(name.encode()) + rb"\b", re.M)
+        here = os.path.realpath(besides)
+        paths = [p for p, text in self._given_texts().items() if os.path.realpath(p) != here and header.search(text)]
+        if len(paths) > 30:
+            return []
+        target = self.origin(qualname)
+        out: list[ClassFacts] = []
+        for path in paths:
+            for facts in self.classes(self._module_name(path)).values():
+                if any(self.origin(b) == target for b in facts.bases):
+                    out.append(facts)
+        return out
+
     def _method_static(self, path: str, name: str) -> Optional[bool]:
         key = (path, name)
         if key not in self._method_answers:
@@ -251,7 +276,7 @@ class ProjectIndex:
             for facts in self.classes(mod).values():
                 if facts.pytree:
                     static |= facts.static_fields | facts.python_attributes
-        if not imported and not static:
+        if not imported and not static and not self._imported_elsewhere(me, path):
             return None
 
         def lookup(qualname: str) -> Optional[ClassFacts]:
@@ -287,7 +312,8 @@ class ProjectIndex:
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
-                              static_elements=summary(self._element_fns), key_params=summary(self._key_fns))
+                              static_elements=summary(self._element_fns), key_params=summary(self._key_fns),
+                              subclasses=lambda name: self.subclasses(f"{me}.{name}", path))
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:
@@ -298,7 +324,8 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
                 for k, q in table.items()}
 
     return dataclasses.replace(facts, method_classes=made_absolute(facts.method_classes),
-                               field_classes=made_absolute(facts.field_classes))
+                               field_classes=made_absolute(facts.field_classes),
+                               bases=tuple(made_absolute(dict(enumerate(facts.bases))).values()))
 
 
 def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]

@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..semantic import ClassInfo, FunctionInfo, static_param_names
+from ..semantic import ClassInfo, FunctionInfo, ModuleModel, static_param_names
 from .base import Report, Rule, Where
 
 _JIT_KINDS = ("jit", "pjit", "pmap")
@@ -83,8 +83,8 @@ class JitMethodSelf(Rule):
             subject={"method": fn.qualname},
         ))
 
-    def _method(self, fn: Optional[FunctionInfo]) -> Optional[FunctionInfo]:
-        if fn is None or not fn.is_method or fn.cls is None or fn.cls.pytree:
+    def _method(self, fn: Optional[FunctionInfo], model: ModuleModel) -> Optional[FunctionInfo]:
+        if fn is None or not fn.is_method or fn.cls is None or model.instances_are_pytrees(fn.cls):
             return None
         if fn.shadowed:
             return None  # defined again further down the class body: this def is never bound
@@ -102,7 +102,7 @@ class JitMethodSelf(Rule):
         return fn
 
     def visit_FunctionDef(self, node: cst.FunctionDef, where: Where) -> None:
-        fn = self._method(where.model.fn_of_node.get(id(node)))
+        fn = self._method(where.model.fn_of_node.get(id(node)), where.model)
         if fn is None:
             return
         for deco in node.decorators:
@@ -118,7 +118,7 @@ class JitMethodSelf(Rule):
         t = where.model.transforms.get(q or "")
         if t is None or t.kind not in _JIT_KINDS or not isinstance(node.args[0].value, cst.Name):
             return
-        fn = self._method(where.scope.defs.get(node.args[0].value.value))
+        fn = self._method(where.scope.defs.get(node.args[0].value.value), where.model)
         if fn is None:
             return
         opts = {a.keyword.value: a.value for a in node.args if a.keyword is not None}

@@ -381,6 +381,21 @@ class ModuleModel:
                     out.append(facts)
         return out
 
+    def instances_are_pytrees(self, cls: ClassInfo) -> bool:
+        """Whether every instance of a class is a pytree: it is registered, or it is an abstract base (it
+        declares abstract methods, so it is never instantiated itself) and each of its subclasses, in this
+        file and the project's other files, is a registered pytree (one at least)."""
+        if cls.pytree:
+            return True
+        if cls.parent is not self.root or not any(
+                isinstance(fn.node, cst.FunctionDef) and any(
+                    (self.resolve(d.decorator, cls) or "") in ("abc.abstractmethod", "abc.abstractproperty")
+                    for d in fn.node.decorators) for fn in cls.defs.values()):
+            return False
+        here = [c.pytree for c in self.root.classes.values() if c is not cls and cls.name in c.bases]
+        elsewhere = [f.pytree for f in self.project.subclasses(cls.name)] if self.project is not None else []
+        return bool(here + elsewhere) and all(here + elsewhere)
+
     def _plain_object_method(self, fn: FunctionInfo) -> bool:
         """A method of a class whose instances are not pytrees nor framework modules: the attributes it
         stores are configuration of a Python object (`self.ensemble_size = ensemble_size` in a solver)."""
@@ -544,7 +559,8 @@ class ModuleModel:
         return ClassFacts(c.pytree, frozenset(c.fields), frozenset(c.static_fields), self._static_methods(c),
                           c.container, self._method_classes(c), fields, self._static_properties(c) | props,
                           module_kind=self.frameworks.kind(c), python_attributes=self.frameworks.python_attributes(c),
-                          registers_subclasses=c.registers_subclasses, registers_classes=c.registers_classes)
+                          registers_subclasses=c.registers_subclasses, registers_classes=c.registers_classes,
+                          bases=tuple(f"local:{b}" if b in self.root.classes else b for b in c.bases))
 
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level

@@ -84,6 +84,8 @@ class ClassFacts:
     python_attributes: frozenset[str] = frozenset()
     registers_subclasses: bool = False  # its `__init_subclass__` registers every subclass as a pytree
     registers_classes: bool = False  # a metaclass that registers every class it makes as a pytree
+    # Its base classes (absolute once the project index has read the file), to find a class's subclasses.
+    bases: tuple[str, ...] = ()
 
 
 @dataclass
@@ -117,6 +119,8 @@ class ProjectClasses:
     # A function of another project file that consumes a PRNG key it is given (samples from it or splits
     # it): the consumed parameters with their positions (None for keyword-only); None when it consumes none.
     key_params: "Callable[[str], Optional[tuple[tuple[str, Optional[int]], ...]]]" = lambda qualname: None
+    # The classes of the project's other files deriving from a class of this module (by its name here).
+    subclasses: "Callable[[str], list[ClassFacts]]" = lambda name: []
 
 
 @dataclass(eq=False)
