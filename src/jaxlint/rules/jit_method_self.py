@@ -17,7 +17,10 @@ class JitMethodSelf(Rule):
     Flags `jax.jit` applied to an instance method — as a decorator, or as `jax.jit(method)` in the
     class body — when `self` is neither marked static (`static_argnums=0`) nor an instance of a
     registered pytree class (`flax.struct.dataclass`, `equinox.Module`,
-    `@jax.tree_util.register_pytree_node_class`, `register_dataclass`).
+    `@jax.tree_util.register_pytree_node_class`, `register_dataclass`, a subclass of a base whose
+    `__init_subclass__` registers `cls`, a class made by a metaclass that registers it). A method of an
+    abstract base (it declares abstract methods) is not flagged when every subclass the project defines
+    is a registered pytree.
 
     ## Why is this bad?
     `jax.jit` traces every non-static argument, and `self` is an argument. An ordinary object is not a
