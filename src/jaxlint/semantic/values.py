@@ -42,7 +42,7 @@ _CONTAINER_METHODS = frozenset({"update", "setdefault", "append", "extend", "pop
 _STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "isdigit",
                           "isalpha", "isidentifier", "casefold", "removeprefix", "removesuffix", "split", "rsplit",
                           "splitlines", "partition", "rpartition", "isnumeric", "isdecimal", "isspace", "zfill",
-                          "capitalize", "title", "format", "encode"})
+                          "capitalize", "title", "encode"})
 _DICT_ANNOTATIONS = frozenset({"dict", "Dict", "Mapping", "MutableMapping", "FrozenDict"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
