@@ -68,22 +68,11 @@ def test_a_signal_during_verification_stops_everything(tmp_path: Path, how: str)
         else:
             pytest.fail("verification never started")
         time.sleep(1.0)
-        seen = list(_descendants(proc.pid))
-        started = time.monotonic()
-        if how.startswith("SIGINT"):
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-        elapsed = time.monotonic() - started
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    print(f"{how}: stopped {elapsed:.2f} s after the signal")
-    assert proc.returncode == 130, (proc.returncode, err)
-    assert err.strip().splitlines() == ["jaxlint: interrupted"], err
-    assert out == ""
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    seen, elapsed = _signal_and_check(proc, "SIGINT" if how.startswith("SIGINT") else "SIGTERM", how)
     # The hanging files would take minutes: stopping well before that is the behaviour under test.
     assert elapsed < 10, elapsed
     time.sleep(0.5)
@@ -92,6 +81,31 @@ def test_a_signal_during_verification_stops_everything(tmp_path: Path, how: str)
     assert not [p for p in cache.rglob("*") if p.name.endswith(".tmp")]
     verdicts = cache / "verdicts"
     assert not verdicts.exists() or not list(verdicts.rglob("*.json")), "an interrupted run cached verdicts"
+
+
+def _signal_and_check(proc: subprocess.Popen, how: str, label: str) -> tuple[list[int], float]:
+    """Send SIGINT to the run's process group (a terminal's Ctrl-C) or SIGTERM to jaxlint alone (a CI
+    runner's cancel), wait for the end, and check it is the one-line exit 130 (not an abort, not a
+    traceback). Returns the processes that ran below it and the seconds it took to stop."""
+    try:
+        assert proc.poll() is None, proc.communicate()
+        seen = list(_descendants(proc.pid))
+        started = time.monotonic()
+        if how == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    print(f"{label}: stopped {elapsed:.2f} s after the signal")
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.strip().splitlines() == ["jaxlint: interrupted"], err
+    assert out == ""
+    return seen, elapsed
 
 
 def _busy_project(root: Path) -> Path:
@@ -117,24 +131,7 @@ def test_a_signal_during_the_static_pass_stops_at_once(tmp_path: Path, jobs: str
         [sys.executable, "-m", "jaxlint", "--no-cache", "--no-verify", "--jobs", jobs, str(project)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
     )
-    try:
-        time.sleep(delay)
-        assert proc.poll() is None, proc.communicate()
-        seen = list(_descendants(proc.pid))
-        started = time.monotonic()
-        if how == "SIGINT":
-            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        else:
-            os.kill(proc.pid, signal.SIGTERM)  # what a CI runner's cancel sends
-        out, err = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - started
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    print(f"jobs {jobs}: stopped {elapsed:.2f} s after the signal")
-    assert proc.returncode == 130, (proc.returncode, err)  # not an abort, not a traceback
-    assert err.strip().splitlines() == ["jaxlint: interrupted"], err
-    assert out == ""
+    time.sleep(delay)
+    seen, _ = _signal_and_check(proc, how, f"jobs {jobs}")
     time.sleep(0.5)
     assert not _alive(seen), f"left running: {_alive(seen)}"
