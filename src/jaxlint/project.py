@@ -65,6 +65,7 @@ class ProjectIndex:
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
+        self._import_words: Optional[dict[str, set[bytes]]] = None  # per given file: the words of its imports
 
     def defines(self, qualname: str, path: str) -> bool:
         """Whether a function a file names (`.noise.sample`, `pkg.utils.draw`, as its imports resolve it)
@@ -209,10 +210,13 @@ class ProjectIndex:
     def _imported_elsewhere(self, module: str, path: str) -> bool:
         """Whether a given file other than `path` may import from `module` (an import line naming its last
         part: a cheap search, not a resolution): its classes may have subclasses there."""
-        line = re.compile(rb"^[ \t]*(from|import)[ \t][^\n]*\b" + re.escape(module.rpartition(".")[2].encode()) + rb"\b",
-                          re.M)
+        if self._import_words is None:  # the words of each given file's import lines, read once
+            line = re.compile(rb"^[ \t]*(?:from|import)[ \t][^\n]*", re.M)
+            self._import_words = {os.path.realpath(p): {w for m in line.finditer(text) for w in re.findall(rb"\w+", m.group())}
+                                  for p, text in self._given_texts().items()}
+        word = module.rpartition(".")[2].encode()
         here = os.path.realpath(path)
-        return any(line.search(text) for p, text in self._given_texts().items() if os.path.realpath(p) != here)
+        return any(word in words for p, words in self._import_words.items() if p != here)
 
     def subclasses(self, qualname: str, besides: str) -> list[ClassFacts]:
         """The classes of the given files other than `besides` that derive from the class `qualname`
