@@ -628,6 +628,18 @@ def _registers_name(model: "ModuleModel", fn: FunctionInfo, name: str) -> bool:
     return False
 
 
+def _lambda_decorator(model: "ModuleModel", expr: cst.BaseExpression) -> Optional[str]:
+    """`static_dataclass = lambda cls: jax.tree_util.register_static(dataclasses.dataclass(cls))`, bound once
+    at module level: the decorator the lambda applies last (outermost), as a qualified name."""
+    if not isinstance(expr, cst.Name):
+        return None
+    values = model.root.assigned.get(expr.value, [])
+    if len(values) != 1 or not isinstance(values[0], cst.Lambda) or len(values[0].params.params) != 1:
+        return None
+    body = values[0].body
+    return model.resolve(body.func, model.root) if isinstance(body, cst.Call) else None
+
+
 def _read_registering_hooks(model: "ModuleModel", cls: ClassInfo) -> None:
     """The class hooks that register classes as pytrees when Python creates them: `__init_subclass__`
     registering `cls` (every subclass is a pytree, not the class itself), and a metaclass's `__new__`
@@ -680,6 +692,8 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
         qual = model.resolve(call.func if call is not None else expr, scope)
         if qual == "functools.partial" and call is not None and call.args:
             qual = model.resolve(call.args[0].value, scope)
+        if call is None and qual not in _REGISTER_CALLS and qual not in PYTREE_CLASS_DECORATORS:
+            qual = _lambda_decorator(model, expr) or qual
         if qual in _REGISTER_CALLS or qual in PYTREE_CLASS_DECORATORS:
             cls.pytree = True
             if call is not None:  # decorator calls carry keywords only
