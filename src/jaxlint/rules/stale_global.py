@@ -383,12 +383,20 @@ def _until_rebound(uses: Uses, fn: FunctionInfo, model: ModuleModel) -> Uses:
     found = _entity(fn, model)
     if found is None or not isinstance(fn.node, cst.Lambda):
         return uses
-    orders = model.root.bind_order.get(found[0], [])
-    held = [o for o in orders if o >= fn.order]  # the binding of the lambda's own statement comes first
-    later = [o for o in orders if held and o > min(held)]
-    if not later:
+    name = found[0]
+    orders = model.root.bind_order.get(name, [])
+    values = model.root.assigned.get(name, [])
+    if len(values) != len(orders):
+        return uses  # bound also by a loop, a `with` or an import: which binding holds what is not known
+
+    def holds_fn(v: Optional[cst.BaseExpression]) -> bool:  # the lambda, or it wrapped again (`f = jit(f)`)
+        return v is fn.node or (isinstance(v, cst.Call) and any(
+            a.value is fn.node or (isinstance(a.value, cst.Name) and a.value.value == name) for a in v.args))
+
+    other = [o for o, v in zip(orders, values) if o >= fn.order and not holds_fn(v)]
+    if not other:
         return uses
-    return Uses([site for site in uses.sites if site.stamp < min(later)], uses.lasting)
+    return Uses([site for site in uses.sites if site.stamp < min(other)], uses.lasting)
 
 
 def _before_and_after(order: int, loop: Optional[LoopInfo], uses: Uses) -> bool:
