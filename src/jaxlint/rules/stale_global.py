@@ -401,9 +401,12 @@ def _until_rebound(uses: Uses, fn: FunctionInfo, model: ModuleModel) -> Uses:
 
 def _before_and_after(order: int, loop: Optional[LoopInfo], uses: Uses) -> bool:
     """Whether some use can run before the rebinding at `order` (and so trace the old value) and some use
-    after it (and so run that trace)."""
-    before = any(s.stamp < order or _shared_loop(loop, s.loop) for s in uses.sites)
-    after = uses.lasting or any(s.stamp > order or _shared_loop(loop, s.loop) for s in uses.sites)
+    after it (and so run that trace). Only uses through a caching transform make or reuse a trace: a plain
+    call of the function (`loss_fn(x)` before `jax.jit(jax.grad(loss_fn))` is made) runs it eagerly and
+    reads the variable as it is then (when no use is known to go through a cache, all of them count)."""
+    sites = [s for s in uses.sites if s.cached] or uses.sites
+    before = any(s.stamp < order or _shared_loop(loop, s.loop) for s in sites)
+    after = uses.lasting or any(s.stamp > order or _shared_loop(loop, s.loop) for s in sites)
     return before and after
 
 

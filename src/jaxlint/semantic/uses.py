@@ -19,6 +19,9 @@ class Site:
     scope: Scope
     stamp: int
     loop: Optional[LoopInfo]
+    # through a caching transform (`step = jax.jit(f)`, `@jax.jit`): the call can make or reuse a trace,
+    # where a plain call of the function runs it eagerly
+    cached: bool = False
 
 
 @dataclass
@@ -70,11 +73,17 @@ class ModuleUses:
             self._record(call.func, scope, "call", call, alias)
         else:
             self._visit(call.func, scope)
+        wraps = alias is not None and self._transform(call, scope)
         for a in call.args:
             if isinstance(a.value, cst.Name) and not a.star:
                 self._record(a.value, scope, "arg", call, alias)
+            elif wraps and isinstance(a.value, cst.Call) and self._transform(a.value, scope):
+                self._visit_call(a.value, scope, alias)  # `step = jax.jit(jax.grad(f))`: f runs where step does
             else:
                 self._visit(a.value, scope)
+
+    def _transform(self, call: cst.Call, scope: Scope) -> bool:
+        return (self.model.resolve(call.func, scope) or "") in self.model.transforms
 
     def _visit(self, node: cst.CSTNode, scope: Scope) -> None:
         if isinstance(node, cst.Name):
@@ -141,6 +150,11 @@ class ModuleUses:
         return id(call) in self.model.applied_calls or self.model.resolve(call.func, scope) in LAX_BODIES \
             or self.model.resolve(call.func, scope) in _RUNS_AT_ONCE
 
+    def _caching(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a call applies a transform that caches its traces (`jax.jit(f)`, `jax.pmap(f)`)."""
+        t = self.model.transforms.get(self.model.resolve(call.func, scope) or "")
+        return t is not None and t.cached
+
     def _holding_call(self, fn: FunctionInfo) -> Optional[cst.Call]:
         """The module-level call a module-level lambda is handed to (`timeit(lambda: step(x), number=1)`)."""
         for call, scope, _loop in self.model.all_calls:
@@ -169,6 +183,18 @@ class ModuleUses:
             return out
         busy = busy | {name}
         entity = root.defs.get(name) or root.classes.get(name)
+        if isinstance(entity, FunctionInfo) and any(
+                (t := self.model.transform_of(d.decorator, root)) is not None and t[0].cached for d in entity.decorators):
+            found = self._uses_of(name, stop, busy, entity, out)
+            if found is not None:
+                for site in found.sites:
+                    site.cached = True  # `@jax.jit def step`: every call of it goes through the cache
+            return found
+        return self._uses_of(name, stop, busy, entity, out)
+
+    def _uses_of(self, name: str, stop: Optional[FunctionInfo], busy: frozenset[str], entity: Optional[Scope],
+                 out: Uses) -> Optional[Uses]:
+        root = self.model.root
         for r in self.refs.get(name, []):
             if entity is not None and _inside(r.scope, entity):
                 # it runs only while the function or class is already in use (recursion, `isinstance(o, C)`)
@@ -178,6 +204,12 @@ class ModuleUses:
                 sub = self.uses(r.alias, stop, busy)
                 if sub is None:
                     return None
+                if r.call is not None and (self._caching(r.call, r.scope) or any(
+                        isinstance(v, cst.Call) and v is not r.call and self._caching(v, root)
+                        and any(a.value is r.call for a in v.args)
+                        for v in root.assigned.get(r.alias, []))):  # `g = jax.jit(jax.grad(f))`
+                    for site in sub.sites:
+                        site.cached = True
                 out.merge(sub)
                 if r.kind == "other" or r.call is None or not self._immediate(r.call, r.scope):
                     continue  # `g = f`, `step = jax.jit(f)`: f runs where g or step does
