@@ -341,7 +341,7 @@ PYTREE_CLASS_DECORATORS = frozenset({
 STATIC_FIELD_ANNOTATIONS = frozenset({"jax_dataclasses.Static"})
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
                           "flax.nnx.Pytree", "penzai.core.struct.Struct", "penzai.pz.Struct", "simple_pytree.Pytree",
-                          "flax.training.train_state.TrainState"})
+                          "flax.training.train_state.TrainState", "treeo.Tree", "treex.Module", "treex.Treex"})
 
 # Pallas entry points whose callable receives mutable `Ref`s (kernel operands, pipeline buffers,
 # scratch allocations) rather than arrays: `o_ref[...] = v` inside it is the API, not a hazard.
