@@ -421,6 +421,8 @@ def _stop_interrupted() -> NoReturn:
     waits for it): letting the interpreter shut down around it aborts the process, so with another thread
     alive the process ends here, once its output is flushed (worker processes and temporary folders
     were already seen to on the way out)."""
+    # The pool's and the analysis's threads may fail as the workers go: that is the stop, not news.
+    threading.excepthook = lambda args: None
     click.echo("jaxlint: interrupted", err=True)
     import multiprocessing
 
