@@ -67,12 +67,7 @@ def _called_directly(fn: FunctionInfo, model: ModuleModel) -> bool:
     one written."""
     if any(order == -1 for _scope, order in fn.trace_sites):
         return False  # a decorated function: every call of it goes through the transform
-    for call, scope, _loop in model.all_calls:
-        if model.traced_function(scope) is None:
-            ref = model.resolve_callable(call.func, scope)
-            if ref is not None and ref.fn is fn:
-                return True
-    return False
+    return any(model.traced_function(scope) is None for scope in model.call_scopes(fn))
 
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:

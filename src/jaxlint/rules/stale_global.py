@@ -337,9 +337,8 @@ def _applied_where_made(fn: FunctionInfo, model: ModuleModel) -> bool:
 def _only_called_traced(fn: FunctionInfo, model: ModuleModel) -> bool:
     """Whether every call of `fn` in the module is in traced code (and it has one): what it sets for the
     extent of a call is set again by every trace that reads it."""
-    calls = [scope for call, scope, _loop in model.all_calls
-             if (ref := model.resolve_callable(call.func, scope)) is not None and ref.fn is fn]
-    return bool(calls) and all(model.traced_function(scope) is not None for scope in calls)
+    scopes = model.call_scopes(fn)
+    return bool(scopes) and all(model.traced_function(scope) is not None for scope in scopes)
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:

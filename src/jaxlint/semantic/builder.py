@@ -361,8 +361,7 @@ class _Builder:
         self.walk(node.test, scope, loop)
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | none_tests(node.test) | flag_tests(node.test, True) \
-            | given_tests(node.test, True)
+        self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
@@ -376,7 +375,7 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
-            self.guards = saved | flag_tests(node.test, False) | given_tests(node.test, False) | _array_test(node.test) | (
+            self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | (
                 {"never:"} if known is True else frozenset())
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
@@ -859,6 +858,12 @@ def flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
         return flag_tests(e.left, holds) | flag_tests(e.right, holds)
     return frozenset()
+
+
+def arm_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    """What an `if` arm's test says about the names it tests (the body: `holds`; the `else`: not): flag
+    truth values, names given or left None."""
+    return flag_tests(e, holds) | given_tests(e, holds) | (none_tests(e) if holds else frozenset())
 
 
 def given_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:

@@ -204,6 +204,11 @@ class ModuleModel:
         reads = sum(1 for n in descendants(self.module) if isinstance(n, cst.Name) and n.value == name)
         return handed > 0 and reads == handed + 1  # the binding, and each use handed to a transform
 
+    def call_scopes(self, fn: "FunctionInfo") -> list[Scope]:
+        """The scopes of the module's calls that run `fn` by name (not through a transform's result)."""
+        return [scope for call, scope, _loop in self.all_calls
+                if (ref := self.resolve_callable(call.func, scope)) is not None and ref.fn is fn]
+
     def only_in_dead_code(self, fn: "FunctionInfo") -> bool:
         """A module-level def that this module names only inside calls that never run (`jax.vmap(jaxspence)`
         under `if "jax" in np.__name__:` with `np` NumPy), that `__all__` does not export and that no other

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
@@ -486,7 +486,8 @@ class _Tracer:
             ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
             _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
                          else {p.name for p in ref.fn.params if not p.has_default})
-            _note_left_none(ref.fn, _none_names(ref, call) if not ref.lead else set())
+            _note_left_none(ref.fn, _left_none(ref.fn, ref.offset, frozenset(ref.bound_names), call.args)
+                            if not ref.lead else set())
             receiver = ref.receiver is not None and values.traced(ref.receiver)
             if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
                 receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
@@ -529,7 +530,7 @@ class _Tracer:
             self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees,
                       site=(id(ext), None, 0, frozenset(), ext.args))
             _note_passed(fn, _given_by(fn, ext.args))
-            _note_left_none(fn, _left_out_none(fn, 0, frozenset(), ext.args))
+            _note_left_none(fn, _left_none(fn, 0, frozenset(), ext.args))
 
 
 @dataclass(frozen=True)
@@ -613,34 +614,34 @@ def solve_containers(functions: list[FunctionInfo]) -> None:
         f.container_names |= (common or set()) - set(f.assigned)
 
 
-def _site_containers(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...]) -> set[str]:
+def _filled(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]:
+    """Which argument of a call fills each parameter it names or reaches by position (after `offset`
+    positional parameters a `partial` bound), for arguments as `ArgInfo`s or `cst.Arg`s; None when the
+    call spreads `*xs`/`**kw` (which parameter gets what is then not known)."""
     if any(a.star for a in args):
-        return set()
+        return None
     positional = [p for p in callee.params if p.index is not None]
-    out: set[str] = set()
+    out: dict[str, Any] = {}
     pos = offset
     for a in args:
-        name = a.keyword if a.keyword is not None else (positional[pos].name if pos < len(positional) else None)
-        if a.keyword is None:
+        if a.keyword is not None:
+            out[a.keyword if isinstance(a.keyword, str) else a.keyword.value] = a
+        elif pos < len(positional):
+            out[positional[pos].name] = a
             pos += 1
-        if name is not None and a.container and name not in bound:
-            out.add(name)
     return out
+
+
+def _site_containers(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...]) -> set[str]:
+    given = _filled(callee, offset, args) or {}
+    return {name for name, a in given.items() if a.container and name not in bound}
 
 
 def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
                  caller: Optional[FunctionInfo]) -> dict[str, Optional[bool]]:
-    if any(a.star for a in args):
-        return {}  # `*xs`/`**kw`: which parameter gets what is not known
-    positional = [p for p in callee.params if p.index is not None]
-    given: dict[str, ArgInfo] = {}
-    pos = offset
-    for a in args:
-        if a.keyword is not None:
-            given[a.keyword] = a
-        elif pos < len(positional):
-            given[positional[pos].name] = a
-            pos += 1
+    given = _filled(callee, offset, args)
+    if given is None:
+        return {}
     out: dict[str, Optional[bool]] = {}
     for p in callee.params:
         if p.star or p.name in bound or (p.index is not None and p.index < offset):
@@ -680,58 +681,24 @@ def _given_by(fn: FunctionInfo, args: tuple[ArgInfo, ...]) -> set[str]:
     """Parameters a call from another file gives a value that cannot be None: a traced value (a tracer is
     never None), and every parameter without a default; with `*xs`/`**kw`, only the latter are known."""
     out = {p.name for p in fn.params if not p.has_default and not p.star}
-    if any(a.star for a in args):
-        return out
-    positional = [p for p in fn.params if p.index is not None]
-    pos = 0
-    for a in args:
-        name = a.keyword
-        if name is None:
-            name = positional[pos].name if pos < len(positional) else None
-            pos += 1
-        if name is not None and (a.traced or a.array or a.argument):
-            out.add(name)
-    return out
+    given = _filled(fn, 0, args) or {}
+    return out | {name for name, a in given.items() if a.traced or a.array or a.argument}
 
 
 def _note_left_none(fn: FunctionInfo, names: set[str]) -> None:
     fn.left_none = set(names) if fn.left_none is None else fn.left_none & names
 
 
-def _left_out_none(fn: FunctionInfo, offset: int, bound: frozenset[str], args) -> set[str]:
-    """Parameters defaulting to None that a call (its arguments as `ArgInfo`s or `cst.Arg`s) leaves out;
-    none when it spreads `*xs`/`**kw`."""
-    if any(a.star for a in args):
+def _left_none(fn: FunctionInfo, offset: int, bound: frozenset[str], args) -> set[str]:
+    """Parameters defaulting to None that a call (with what a `partial` bound) leaves None: leaves out, or
+    gives a literal None; none when it spreads `*xs`/`**kw`."""
+    given = _filled(fn, offset, args)
+    if given is None:
         return set()
-    positional = [p for p in fn.params if p.index is not None]
-    named = set()
-    n_pos = 0
-    for a in args:
-        kw = a.keyword
-        if kw is None:
-            n_pos += 1
-        else:
-            named.add(kw if isinstance(kw, str) else kw.value)
-    filled = {p.name for p in positional[:offset + n_pos]}
+    bound_pos = {p.name for p in fn.params if p.index is not None and p.index < offset}
     return {p.name for p in fn.params if p.has_default and not p.star and _is_const(p.default, "None")
-            and p.name not in named and p.name not in filled and p.name not in bound}
-
-
-def _none_names(ref: "CallableRef", call: cst.Call) -> set[str]:
-    """Parameters defaulting to None that this call (with what `partial` bound) leaves None: left out, or
-    given a literal None."""
-    out = _left_out_none(ref.fn, ref.offset, frozenset(ref.bound_names), call.args)
-    if not any(a.star for a in call.args):
-        positional = [p for p in ref.fn.params if p.index is not None]
-        pos = ref.offset
-        for a in call.args:
-            name = a.keyword.value if a.keyword is not None else (positional[pos].name if pos < len(positional) else None)
-            if a.keyword is None:
-                pos += 1
-            p = ref.fn.param(name) if name is not None else None
-            if p is not None and p.has_default and _is_const(p.default, "None") and _is_const(a.value, "None"):
-                out.add(name)
-    return out
+            and p.name not in bound and p.name not in bound_pos
+            and (p.name not in given or _is_const(getattr(given[p.name], "value", None), "None"))}
 
 
 def _passed_names(ref: "CallableRef", call: cst.Call, caller: Optional[FunctionInfo]) -> set[str]:

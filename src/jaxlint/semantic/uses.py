@@ -147,13 +147,20 @@ class ModuleUses:
     def _immediate(self, call: cst.Call, scope: Scope) -> bool:
         """Whether a call runs the callable it is given before it returns (`lax.cond(p, f, g, x)`,
         `jax.jit(f)(x)`) rather than keeping it for later."""
-        return id(call) in self.model.applied_calls or self.model.resolve(call.func, scope) in LAX_BODIES \
-            or self.model.resolve(call.func, scope) in _RUNS_AT_ONCE
+        qual = self.model.resolve(call.func, scope)
+        return id(call) in self.model.applied_calls or qual in LAX_BODIES or qual in _RUNS_AT_ONCE
 
     def _caching(self, call: cst.Call, scope: Scope) -> bool:
         """Whether a call applies a transform that caches its traces (`jax.jit(f)`, `jax.pmap(f)`)."""
         t = self.model.transforms.get(self.model.resolve(call.func, scope) or "")
         return t is not None and t.cached
+
+    def _cached_alias(self, call: cst.Call, scope: Scope, alias: str) -> bool:
+        """Whether the name a transform call is bound to holds a cached function: the call caches, or a
+        caching transform wraps it (`g = jax.jit(jax.grad(f))`)."""
+        return self._caching(call, scope) or any(
+            isinstance(v, cst.Call) and self._caching(v, self.model.root) and any(a.value is call for a in v.args)
+            for v in self.model.root.assigned.get(alias, []))
 
     def _holding_call(self, fn: FunctionInfo) -> Optional[cst.Call]:
         """The module-level call a module-level lambda is handed to (`timeit(lambda: step(x), number=1)`)."""
@@ -178,23 +185,20 @@ class ModuleUses:
         function or class `name`, following the module-level functions that use it; None when some
         reference may run it at a time this cannot tell (handed on, stored, called from a nested function)."""
         root = self.model.root
-        out = Uses(lasting=name in root.classes)
         if name in busy:
-            return out
-        busy = busy | {name}
+            return Uses(lasting=name in root.classes)
         entity = root.defs.get(name) or root.classes.get(name)
-        if isinstance(entity, FunctionInfo) and any(
+        found = self._uses_of(name, stop, busy | {name}, entity)
+        if found is not None and isinstance(entity, FunctionInfo) and any(
                 (t := self.model.transform_of(d.decorator, root)) is not None and t[0].cached for d in entity.decorators):
-            found = self._uses_of(name, stop, busy, entity, out)
-            if found is not None:
-                for site in found.sites:
-                    site.cached = True  # `@jax.jit def step`: every call of it goes through the cache
-            return found
-        return self._uses_of(name, stop, busy, entity, out)
+            for site in found.sites:
+                site.cached = True  # `@jax.jit def step`: every call of it goes through the cache
+        return found
 
-    def _uses_of(self, name: str, stop: Optional[FunctionInfo], busy: frozenset[str], entity: Optional[Scope],
-                 out: Uses) -> Optional[Uses]:
+    def _uses_of(self, name: str, stop: Optional[FunctionInfo], busy: frozenset[str], entity: Optional[Scope]
+                 ) -> Optional[Uses]:
         root = self.model.root
+        out = Uses(lasting=name in root.classes)
         for r in self.refs.get(name, []):
             if entity is not None and _inside(r.scope, entity):
                 # it runs only while the function or class is already in use (recursion, `isinstance(o, C)`)
@@ -204,10 +208,7 @@ class ModuleUses:
                 sub = self.uses(r.alias, stop, busy)
                 if sub is None:
                     return None
-                if r.call is not None and (self._caching(r.call, r.scope) or any(
-                        isinstance(v, cst.Call) and v is not r.call and self._caching(v, root)
-                        and any(a.value is r.call for a in v.args)
-                        for v in root.assigned.get(r.alias, []))):  # `g = jax.jit(jax.grad(f))`
+                if r.call is not None and self._cached_alias(r.call, r.scope, r.alias):
                     for site in sub.sites:
                         site.cached = True
                 out.merge(sub)

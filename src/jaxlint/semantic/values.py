@@ -19,7 +19,7 @@ from ..jaxapi import (
     TREE_MAPS,
 )
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
-from .builder import _scalar_guard_names, flag_tests, given_tests, none_tests
+from .builder import _scalar_guard_names, arm_tests
 from .scopes import FunctionInfo, dead_branch
 
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ class Values:
             test = self.m.if_tests.get(node) if isinstance(node, int) else None
             if test is None or test[1] is not self.fn:
                 continue
-            if dead_branch(self.fn, flag_tests(test[0], arm) | given_tests(test[0], arm)
-                           | (none_tests(test[0]) if arm else frozenset())):
+            if dead_branch(self.fn, arm_tests(test[0], arm)):
                 return True
         return False
 
