@@ -260,6 +260,16 @@ class GlobalMutation(Rule):
                 return True
         return False
 
+    def _array_argument(self, subject: cst.BaseExpression, root: str, where: Where) -> bool:
+        """`buf[i] = v` on a parameter (or an attribute path of one) that the code reads `.shape`/`.dtype`
+        of: an array or a Pallas ref handed in, never a Python container that could keep a tracer."""
+        owner = where.model.owner_of(root, where.scope)
+        if not isinstance(owner, FunctionInfo) or owner.param(root) is None or root in owner.assigned:
+            return False
+        fn = where.traced
+        assert fn is not None
+        return where.model.used_as_array(subject, [fn, owner] if owner is not fn else [fn])
+
     def _untraceable(self, value: Optional[cst.BaseExpression], where: Where, depth: int = 0) -> bool:
         """Whether `value` cannot hold a tracer: a literal, a function or jitted callable, a pytree structure."""
         model = where.model
@@ -301,6 +311,8 @@ class GlobalMutation(Rule):
                     and (value.value in root.imports or value.value in root.classes):
                 return True  # an imported function, module or constant, or a class: made before any trace
             fn = where.function
+            if fn is not None and value.value in fn.imports and value.value not in fn.assigned:
+                return True  # `import distrax` inside the function: a module object
             if fn is not None and fn.param(value.value) is not None and value.value not in fn.assigned:
                 # a parameter no traced call site fills with a tracer (`set_backend("coix.numpyro")`), when
                 # every site is known
@@ -411,6 +423,8 @@ class GlobalMutation(Rule):
         root = _root_name(target)
         if root is None or where.model.is_ref(root.value, where.scope):
             return  # a Pallas `Ref`: stores are how a kernel writes its outputs and scratch
+        if isinstance(target, cst.Subscript) and self._array_argument(target.value, root.value, where):
+            return  # `buf[i] = v` where `buf.shape`/`buf.dtype` is read: a ref write or an array error, no container
         if not self._leaks(values, where):
             return
         if self._is_self(root.value, fn):

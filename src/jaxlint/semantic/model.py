@@ -1180,6 +1180,21 @@ class ModuleModel:
             self._refs, self._ref_handoffs = pallas_refs(self, self._external)
         return self._refs
 
+    def used_as_array(self, expr: cst.BaseExpression, fns: list[Scope]) -> bool:
+        """Whether the code of `fns` reads an array attribute of `expr` (`buf.shape`, `self.s.buf.dtype`,
+        `buf.at[...]`, `buf.astype(...)`): then `expr` is an array or a Pallas ref, never a Python
+        container, so a store into it is a ref write or an array error, not a container mutated in place."""
+        for fn in fns:
+            if fn.node is None:
+                continue
+            stack: list[cst.CSTNode] = [fn.node]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, cst.Attribute) and n.attr.value in _ARRAY_USES and n.value.deep_equals(expr):
+                    return True
+                stack.extend(iter_children(n))
+        return False
+
     def owner_of(self, name: str, scope: Scope) -> Optional[Scope]:
         """The scope that binds `name` as seen from `scope` (module scope for globals), or None if unbound."""
         fn = scope.function_scope()
@@ -1197,6 +1212,10 @@ class ModuleModel:
                 return s
             s = s.parent
         return None
+
+
+# Attributes only arrays (and Pallas refs) have: reading one shows the object is not a Python container.
+_ARRAY_USES = frozenset({"shape", "dtype", "ndim", "at", "astype"})
 
 
 def _alias_value(fn: FunctionInfo, name: str) -> Optional[cst.BaseExpression]:
