@@ -270,6 +270,15 @@ class GlobalMutation(Rule):
         assert fn is not None
         return where.model.used_as_array(subject, [fn, owner] if owner is not fn else [fn])
 
+    def _static_argument(self, value: cst.BaseExpression, where: Where) -> bool:
+        """An attribute path (`self.config.size`) of a parameter that no trace gives a tracer: a static
+        argument of the transform (`static_argnums=(0,)` on a method), a hashed Python object."""
+        while isinstance(value, cst.Attribute):
+            value = value.value
+        fn = where.traced
+        return isinstance(value, cst.Name) and fn is not None and fn.cached and fn.param(value.value) is not None \
+            and value.value not in fn.traced_params and value.value not in fn.assigned
+
     def _untraceable(self, value: Optional[cst.BaseExpression], where: Where, depth: int = 0) -> bool:
         """Whether `value` cannot hold a tracer: a literal, a function or jitted callable, a pytree structure."""
         model = where.model
@@ -284,8 +293,14 @@ class GlobalMutation(Rule):
                        for el in value.elements)
         if isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
             return self._untraceable(value.elt, where, depth + 1)  # `[jnp.shape(x) for x in leaves]`
+        if isinstance(value, cst.Attribute):
+            return self._static_argument(value, where)  # `self.config.buffer_size` of a static `self`
         if isinstance(value, cst.Call):
             q = model.resolve(value.func, where.scope)
+            if q is None and (self._static_argument(value.func, where) or model.class_named(value.func, where.scope)) \
+                    and all(self._untraceable(a.value, where, depth + 1) for a in value.args):
+                # `self.config.q_network(self.n_actions, self.config)`, `Decay(rate=0.1)`: built from static values
+                return True
             if q in STATIC_CALLS and q not in ("builtins.int", "builtins.float", "builtins.bool", "builtins.complex"):
                 return True  # shapes, dtypes, lengths: Python values of any argument
             if q in model.transforms or (isinstance(value.func, cst.Call) and model.transform_of(value.func, where.scope)):
