@@ -12,6 +12,8 @@ from ..jaxapi import (
     CALLBACKS,
     LAX_BODIES,
     NON_ARRAY_ANNOTATIONS,
+    SHAPE_ARGS,
+    SHAPE_METHODS,
     TREE_MAPS,
     Transform,
 )
@@ -940,20 +942,34 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
 
 def _python_valued(fn: FunctionInfo, name: str) -> bool:
     """Under equinox's filter transforms, non-array arguments stay Python values: an unannotated parameter
-    the body uses only as one (`match kind: case "r":`, `kind in ("a", "b")`, a `range` bound) and never as
-    an array (no attribute, subscript, call of it, or jnp/lax argument) is taken to be one."""
+    the body uses only as one (`match kind: case "r":`, `kind in ("a", "b")`, a `range` bound, a size:
+    `jr.split(key, n)`, `jnp.zeros((n, 3))`, `x[:-n]`) and never as an array (no attribute, subscript, call
+    of it, or other jnp/lax argument) is taken to be one. Where JAX needs a static size, an array would not
+    do: the author passes a Python int there."""
     python = array = False
+    sizes: set[int] = set()  # ids of the nodes under a size position
     for n in descendants(fn.node):
-        if isinstance(n, cst.Match) and isinstance(n.subject, cst.Name) and n.subject.value == name:
+        if isinstance(n, cst.Name) and n.value == name and id(n) in sizes:
+            python = True
+        elif isinstance(n, cst.Match) and isinstance(n.subject, cst.Name) and n.subject.value == name:
             python = True
         elif isinstance(n, cst.Comparison) and isinstance(n.left, cst.Name) and n.left.value == name:
             python = python or any(_literal_values(c.comparator, _str_leaf) for c in n.comparisons)
+        elif isinstance(n, cst.Slice):
+            for bound in (n.lower, n.upper, n.step):
+                if bound is not None:
+                    sizes.update(id(d) for d in descendants(bound))
         elif isinstance(n, cst.Call):
-            q = dotted(n.func) or ""
-            named = any(isinstance(d, cst.Name) and d.value == name for a in n.args for d in descendants(a.value))
-            if q == "range" and named:
+            q = _qualified(fn, n.func)
+            size_args = _size_arguments(n, q)
+            for a in size_args:
+                sizes.update(id(d) for d in descendants(a.value))
+            named = any(isinstance(d, cst.Name) and d.value == name
+                        for a in n.args if not any(a is b for b in size_args) for d in descendants(a.value))
+            if q == "builtins.range" and any(isinstance(d, cst.Name) and d.value == name
+                                             for a in n.args for d in descendants(a.value)):
                 python = True
-            elif named and q.split(".")[0] in ("jnp", "jax", "lax", "np", "numpy"):
+            elif named and q.split(".")[0] in ("jax", "numpy"):
                 array = True
             if isinstance(n.func, cst.Name) and n.func.value == name:
                 array = True
@@ -962,6 +978,33 @@ def _python_valued(fn: FunctionInfo, name: str) -> bool:
         if array:
             return False
     return python
+
+
+def _qualified(fn: FunctionInfo, func: cst.BaseExpression) -> str:
+    """`jr.normal` -> `jax.random.normal` through the imports of the scopes around `fn`; a bare builtin
+    name -> `builtins.NAME`; otherwise the dotted text."""
+    text = dotted(func) or ""
+    head, dot, rest = text.partition(".")
+    s: Optional[Scope] = fn
+    while s is not None:
+        if head in s.imports:
+            return s.imports[head] + dot + rest
+        if s.binds(head):
+            return text
+        s = s.parent
+    return "builtins." + text if text in ("range",) else text
+
+
+def _size_arguments(call: cst.Call, q: str) -> list[cst.Arg]:
+    """The arguments of `call` that JAX needs as static sizes: shapes, counts, `reshape` sizes."""
+    if q in SHAPE_ARGS:
+        positions, keywords = SHAPE_ARGS[q]
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        return [a for i, a in enumerate(positional) if i in positions] + \
+            [a for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in SHAPE_METHODS:
+        return [a for a in call.args if a.keyword is None and not a.star]
+    return []
 
 
 def _spec_elements(spec: cst.BaseExpression, depth: int = 0) -> Optional[list[cst.BaseExpression]]:
