@@ -8,16 +8,18 @@ from typing import Container, Optional, Union
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
-from ..semantic import FunctionInfo, Scope
+from ..semantic import FunctionInfo, Param, Scope
 from ..semantic.keys import (
     consumed_elsewhere, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of, signature,
 )
-from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children
+from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children, plain_annotation
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
 _KEY_ENDING = re.compile(r"(key|rng)s?\d*$", re.IGNORECASE)
 _KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
+# Random generators with their own state: each draw advances them, so passing one twice is no reuse.
+_STATEFUL_GENERATORS = frozenset({"numpy.random.Generator", "numpy.random.RandomState", "random.Random"})
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 # Exact types (libcst's concrete node classes have no subclasses): cheaper than isinstance on them.
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
@@ -115,12 +117,18 @@ class PrngKeyReuse(Rule):
         fn = where.model.fn_of_node.get(id(node))
         if fn is None:
             return
-        initial = {p.name for p in fn.params if _KEY_NAME.search(p.name) or p.annotation in _KEY_ANNOTATIONS}
+        initial = {p.name for p in fn.params if (_KEY_NAME.search(p.name) or p.annotation in _KEY_ANNOTATIONS)
+                   and not self._stateful_generator(p, fn, where)}
         if not initial and not any(_KEY_NAME.search(n) for n in fn.assigned) and not any(
                 (where.model.resolve(c.func, fn) or "").startswith("jax.random.") for c in fn.calls):
             return  # no key enters this body: no parameter, binding or `jax.random` call can hold one
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
         self._analyse(body, fn, where, initial)
+
+    def _stateful_generator(self, p: Param, fn: FunctionInfo, where: Where) -> bool:
+        """`rng: np.random.Generator`: a NumPy or Python generator, which advances on every draw, not a key."""
+        ann = plain_annotation(p.annotation_expr)
+        return ann is not None and where.model.resolve(ann, fn) in _STATEFUL_GENERATORS
 
     # ---- the analysis -----------------------------------------------------------------------
 
