@@ -152,6 +152,7 @@ STATIC_CALLS = frozenset(
         "numpy.ndim",
         "numpy.size",
         "jax.tree_util.tree_structure",
+        "jax.tree_structure",
         "jax.tree_util.keystr",
         "jax.tree.structure",
         "jax.typeof",

@@ -39,6 +39,7 @@ _ARITY = {"append": (1, 1), "extend": (1, 1), "add": (1, 1), "discard": (1, 1), 
 _STRUCTURE_CALLS = {
     "jax.tree_util.tree_structure": None, "jax.tree.structure": None, "flax.nnx.graphdef": None,
     "jax.tree_util.tree_flatten": 1, "jax.tree.flatten": 1, "flax.nnx.split": 0,
+    "jax.tree_structure": None, "jax.tree_flatten": 1,  # (the old aliases, still in older code)
 }
 
 

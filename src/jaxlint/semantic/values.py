@@ -34,7 +34,7 @@ _STATIC_NAME = re.compile(r"(^|_)(size|sizes|shape|shapes|ndim|len|length|dtype|
 _SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
 # Calls returning (leaves, treedef): the treedef is a Python value.
 _FLATTENS = frozenset({"jax.tree_util.tree_flatten", "jax.tree_util.tree_flatten_with_path", "jax.tree.flatten",
-                       "jax.tree.flatten_with_path"})
+                       "jax.tree.flatten_with_path", "jax.tree_flatten"})  # (the last: the old alias)
 _DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 # Methods no JAX array has: a name they are called on holds a Python container.
 _CONTAINER_METHODS = frozenset({"update", "setdefault", "append", "extend", "popitem"})
