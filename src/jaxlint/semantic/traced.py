@@ -18,7 +18,7 @@ from ..jaxapi import (
     Transform,
 )
 from ..syntax import (
-    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, descendants, dotted, literal_truth,
+    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, children, descendants, dotted, literal_truth,
     only_called,
 )
 from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
@@ -940,7 +940,7 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
     return out
 
 
-def _python_valued(fn: FunctionInfo, name: str) -> bool:
+def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
     """Under equinox's filter transforms, non-array arguments stay Python values: an unannotated parameter
     the body uses only as one (`match kind: case "r":`, `kind in ("a", "b")`, a `range` bound, a size:
     `jr.split(key, n)`, `jnp.zeros((n, 3))`, `x[:-n]`) and never as an array (no attribute, subscript, call
@@ -964,11 +964,12 @@ def _python_valued(fn: FunctionInfo, name: str) -> bool:
             size_args = _size_arguments(n, q)
             for a in size_args:
                 sizes.update(id(d) for d in descendants(a.value))
-            named = any(isinstance(d, cst.Name) and d.value == name
-                        for a in n.args if not any(a is b for b in size_args) for d in descendants(a.value))
+            named = any(_operand_mentions(a.value, name) for a in n.args if not any(a is b for b in size_args))
             if q == "builtins.range" and any(isinstance(d, cst.Name) and d.value == name
                                              for a in n.args for d in descendants(a.value)):
                 python = True
+            elif depth < 3 and _passed_as_python(fn, n, q, name, depth):
+                python = True  # handed on to a helper that uses it as a Python value
             elif named and q.split(".")[0] in ("jax", "numpy"):
                 array = True
             if isinstance(n.func, cst.Name) and n.func.value == name:
@@ -978,6 +979,79 @@ def _python_valued(fn: FunctionInfo, name: str) -> bool:
         if array:
             return False
     return python
+
+
+def _operand_mentions(e: cst.BaseExpression, name: str) -> bool:
+    """Whether `name` is part of the value of `e`, not only of an index or slice bound inside it
+    (`jnp.mean(x[:-n])` takes `x`'s slice as its operand, `n` only bounds it)."""
+    stack: list[cst.CSTNode] = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and n.value == name:
+            return True
+        if isinstance(n, cst.Subscript):
+            stack.append(n.value)
+            continue
+        stack.extend(children(n))
+    return False
+
+
+def _passed_as_python(fn: FunctionInfo, call: cst.Call, q: str, name: str, depth: int) -> bool:
+    """Whether `call` hands the parameter `name` on (as itself) to a def of the module, directly, through
+    `functools.partial` or through a local bound to a transform or partial of it, whose parameter there
+    is itself used only as a Python value."""
+    args = list(call.args)
+    target = None
+    offset = 0
+    if q == "functools.partial" and args:
+        target, args = _def_named(fn, args[0].value), args[1:]
+    else:
+        target, offset = _callee_def(fn, call.func)
+    if target is None or target is fn or target.node is None:
+        return False
+    positional = [p for p in target.params if p.index is not None]
+    for i, a in enumerate(args):
+        if a.star or not (isinstance(a.value, cst.Name) and a.value.value == name):
+            continue
+        if a.keyword is not None:
+            p = target.param(a.keyword.value)
+        else:
+            p = positional[i + offset] if i + offset < len(positional) else None
+        if p is not None and p.annotation is None and not p.star and _python_valued(target, p.name, depth + 1):
+            return True
+    return False
+
+
+def _def_named(fn: FunctionInfo, expr: cst.BaseExpression) -> Optional[FunctionInfo]:
+    """The def a plain name refers to from `fn` (the nearest scope that binds it must hold a def)."""
+    if not isinstance(expr, cst.Name):
+        return None
+    s: Optional[Scope] = fn
+    while s is not None:
+        if expr.value in s.defs:
+            return s.defs[expr.value]
+        if s.binds(expr.value) or (isinstance(s, FunctionInfo) and s.param(expr.value) is not None):
+            return None
+        s = s.parent
+    return None
+
+
+def _callee_def(fn: FunctionInfo, func: cst.BaseExpression) -> tuple[Optional[FunctionInfo], int]:
+    """The def a call runs, with how many of its positional parameters are already filled: a def's name,
+    or a local bound once to `partial(f, a, b)` or to a transform of `f` (`filter_value_and_grad(f)`)."""
+    found = _def_named(fn, func)
+    if found is not None or not isinstance(func, cst.Name):
+        return found, 0
+    values = fn.assigned.get(func.value, [])
+    if len(values) != 1 or not isinstance(values[0], cst.Call) or not values[0].args:
+        return None, 0
+    made = values[0]
+    head = _def_named(fn, made.args[0].value)
+    if head is None:
+        return None, 0
+    if _qualified(fn, made.func) == "functools.partial":
+        return head, sum(1 for a in made.args[1:] if a.keyword is None and not a.star)
+    return (head, 0) if len(made.args) == 1 else (None, 0)
 
 
 def _qualified(fn: FunctionInfo, func: cst.BaseExpression) -> str:
