@@ -296,6 +296,10 @@ class GlobalMutation(Rule):
             return self._untraceable(value.elt, where, depth + 1)  # `[jnp.shape(x) for x in leaves]`
         if isinstance(value, cst.Attribute):
             return self._static_argument(value, where)  # `self.config.buffer_size` of a static `self`
+        if isinstance(value, cst.Subscript):  # `self.color_ids[rgba]`: an entry of a static argument's table
+            return self._static_argument(value.value, where) and all(
+                isinstance(el.slice, cst.Index) and self._untraceable(el.slice.value, where, depth + 1)
+                for el in value.slice)
         if isinstance(value, cst.Call):
             q = model.resolve(value.func, where.scope)
             if q is None and (self._static_argument(value.func, where) or model.class_named(value.func, where.scope)) \
@@ -304,6 +308,9 @@ class GlobalMutation(Rule):
                 return True
             if q in STATIC_CALLS and q not in ("builtins.int", "builtins.float", "builtins.bool", "builtins.complex"):
                 return True  # shapes, dtypes, lengths: Python values of any argument
+            if q in ("builtins.int", "builtins.float", "builtins.bool", "builtins.complex", "builtins.str") \
+                    and all(self._untraceable(a.value, where, depth + 1) for a in value.args):
+                return True  # `int(color_id)` of a value that holds no tracer
             if q in model.transforms or (isinstance(value.func, cst.Call) and model.transform_of(value.func, where.scope)):
                 return True  # jax.jit(f): a callable
             if q in TREE_MAPS and value.args:
@@ -347,8 +354,9 @@ class GlobalMutation(Rule):
                     whole, index = b.unpacked
                     if isinstance(whole, cst.Call):
                         q = model.resolve(whole.func, where.scope)
-                        if q not in _STRUCTURE_CALLS or _STRUCTURE_CALLS[q] != index:
-                            return False
+                        if (q not in _STRUCTURE_CALLS or _STRUCTURE_CALLS[q] != index) \
+                                and not self._untraceable(whole, where, depth + 1):
+                            return False  # (the parts of a result that holds no tracer hold none either)
                         found = True
                     continue
                 if b.value is None:
