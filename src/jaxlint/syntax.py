@@ -193,6 +193,16 @@ def literal_truth(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
     return None
 
 
+def literal_ident(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    """What an identity test sees of a literal: "True", "False" or "None" for those objects, "value" for
+    any other literal (a number, a string, a container display: never one of them); None otherwise."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return expr.value
+    if _is_literal(expr) or isinstance(expr, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.FormattedString)):
+        return "value"
+    return None
+
+
 def _arg(call: cst.Call, pos: int, kw: str) -> Optional[cst.BaseExpression]:
     i = 0
     for a in call.args:

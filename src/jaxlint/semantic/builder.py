@@ -375,7 +375,7 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
-            self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | (
+            self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) | (
                 {"never:"} if known is True else frozenset())
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
@@ -461,7 +461,16 @@ class _Builder:
         for side in (node.left, node.right):
             if isinstance(side, cst.BooleanOperation):
                 self.m.nested_boolops.add(id(side))
-            self.walk(side, scope, loop)
+        self.walk(node.left, scope, loop)
+        # Python evaluates the right operand only when the left one did not decide: after a true left
+        # operand of `and`, after a false one of `or` (`not isinstance(x, jax.core.Tracer) and bool(x)`
+        # never converts a tracer; `flag is True and check(x)` never runs `check` on a traced `flag`).
+        saved = self.guards
+        holds = isinstance(node.operator, cst.And)
+        self.guards = saved | arm_tests(node.left, holds) | (
+            _scalar_guard_names(node.left) if holds else _not_tracer(node.left))
+        self.walk(node.right, scope, loop)
+        self.guards = saved
 
     def on_subscript(self, node: cst.Subscript, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
@@ -783,6 +792,13 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     return frozenset()
 
 
+def _not_tracer(e: cst.BaseExpression) -> frozenset[str]:
+    """Where `isinstance(x, jax.core.Tracer)` (`core.Tracer`, any class named `...Tracer`) is false,
+    `x` is a concrete value: the name tested."""
+    tested = tracer_test(e)
+    return frozenset({tested}) if tested is not None else frozenset()
+
+
 def tracer_test(e: cst.BaseExpression) -> Optional[str]:
     """`isinstance(n, jax.core.Tracer)` (any class named `...Tracer`): the name tested, else None."""
     test = _isinstance_test(e)
@@ -863,7 +879,26 @@ def flag_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
 def arm_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
     """What an `if` arm's test says about the names it tests (the body: `holds`; the `else`: not): flag
     truth values, names given or left None."""
-    return flag_tests(e, holds) | given_tests(e, holds) | (none_tests(e) if holds else frozenset())
+    return flag_tests(e, holds) | given_tests(e, holds) | (none_tests(e) if holds else frozenset()) \
+        | ident_tests(e, holds)
+
+
+def ident_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    """`if flag is True:` → {"is:True:flag"} in its body and {"isnot:True:flag"} in its `else` (the reverse
+    for `is not`; also False and None), and where `isinstance(x, jax.core.Tracer)` is false,
+    {"notracer:x"}: a branch that runs only when a name is that object, or is no tracer."""
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        return ident_tests(e.expression, not holds)
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
+        return ident_tests(e.left, holds) | ident_tests(e.right, holds)
+    if isinstance(e, cst.Comparison) and isinstance(e.left, cst.Name) and len(e.comparisons) == 1:
+        op, right = e.comparisons[0].operator, e.comparisons[0].comparator
+        if isinstance(op, (cst.Is, cst.IsNot)) and isinstance(right, cst.Name) \
+                and right.value in ("True", "False", "None"):
+            how = "is" if isinstance(op, cst.Is) == holds else "isnot"
+            return frozenset({f"{how}:{right.value}:{e.left.value}"})
+    tested = tracer_test(e) if not holds else None
+    return frozenset({f"notracer:{tested}"}) if tested is not None else frozenset()
 
 
 def given_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:

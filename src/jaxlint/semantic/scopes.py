@@ -193,6 +193,15 @@ class FunctionInfo(Scope):
     # Parameters with the same truthiness at every traced call site (`use_jax=True`): a branch on the
     # other truth value never runs traced.
     flags: dict[str, bool] = field(default_factory=dict)
+    # What a parameter can hold wherever the function is traced, for the parameters every place that
+    # traces it says: "True", "False", "None" (those objects), "tracer", or "value" (anything else, a
+    # tracer or not). `flag is True` where `flag` is a tracer or a literal False at every trace, or
+    # `not isinstance(x, jax.core.Tracer)` where `x` is always a tracer, is a Python constant there.
+    idents: dict[str, frozenset[str]] = field(default_factory=dict)
+    # What the transforms that trace it pass (caller, ((parameter, values or the caller's parameter
+    # passed on), ...)); and whether something traces it whose arguments are not known.
+    ident_entries: set[tuple] = field(default_factory=set)
+    idents_open: bool = False
     # Parameters that receive a whole pytree JAX flattened (a transform's own arguments, or such a
     # value passed straight on): their attributes are leaves, hence traced. Other traced objects may
     # be mixed Python objects whose attributes are configuration.
@@ -322,7 +331,8 @@ class CallableRef:
 def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
     """`if rng is None:` where every traced caller passes an `rng`, or where `rng` is a variable of the
     enclosing function known not to be None wherever the function is traced: the branch never runs traced.
-    `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced."""
+    `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced.
+    `if check is True:` where `check` is a tracer or a literal False wherever the function is traced."""
     for g in guards:
         if g == "never:":
             return True  # `if "jax" in np.__name__:` with `np` NumPy
@@ -332,6 +342,14 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             want, _, name = g.partition(":")
             if fn.flags.get(name, want == "true") != (want == "true"):
                 return True
+            continue
+        if g.startswith(("is:", "isnot:", "notracer:")):
+            how, _, rest = g.partition(":")
+            const, _, name = rest.rpartition(":")
+            can = fn.idents.get(name)
+            if can is not None and (can == {"tracer"} if how == "notracer" else
+                                    const not in can if how == "is" else not can - {const}):
+                return True  # (a tracer is never `True`, `False` or `None`, and always a `Tracer`)
             continue
         if g.startswith("given:"):
             name = g[6:]

@@ -9,6 +9,7 @@ import libcst as cst
 
 from ..findings import TraceTarget
 from ..jaxapi import (
+    ARRAY_ANNOTATIONS,
     CALLBACKS,
     LAX_BODIES,
     NON_ARRAY_ANNOTATIONS,
@@ -18,8 +19,8 @@ from ..jaxapi import (
     Transform,
 )
 from ..syntax import (
-    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, children, descendants, dotted, literal_truth,
-    only_called,
+    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, children, descendants, dotted,
+    literal_ident, literal_truth, only_called,
 )
 from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
@@ -82,7 +83,7 @@ class _Tracer:
         solve_flags(m.functions)
         for fn in m.functions:
             # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
-            if fn.traced and (not fn.traced_names or fn.flags or fn.passed or fn.left_none):
+            if fn.traced and (not fn.traced_names or fn.flags or fn.idents or fn.passed or fn.left_none):
                 Values(m, fn).solve()
         solve_containers(m.functions)
         self.complete_roots()
@@ -95,6 +96,9 @@ class _Tracer:
         rounds = 0
         while True:
             self.changed = False
+            # what the call sites seen so far say of flags and identities: calls in an arm no trace
+            # takes are not followed (a new site only makes fewer arms dead, and asks for another round)
+            flags_moved = solve_flags(m.functions)
             m.new_summary_round()  # helper summaries are asked again with this round's tracers
             before = sum(len(f.traced_names) + sum(map(len, f.event_traced)) for f in m.functions)
             for fn in [f for f in m.functions if f.traced]:
@@ -105,7 +109,7 @@ class _Tracer:
             rounds += 1
             # Summaries (a helper's return value) feed back into callers: stop only when nothing moved.
             moved = sum(len(f.traced_names) + sum(map(len, f.event_traced)) for f in m.functions) != before
-            if not (self.changed or moved) or rounds > 50:
+            if not (self.changed or moved or flags_moved) or rounds > 50:
                 break
 
     def complete_roots(self) -> None:
@@ -209,7 +213,8 @@ class _Tracer:
                             ref.offset, ref.bound_names, tuple(_arg_infos(application, scope.function_scope(), None)))
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
-                              application=application, outer_opts=outer_opts)
+                              application=application, outer_opts=outer_opts,
+                              bound_values=_bound_idents(fexpr, scope.function_scope()))
             return
         if qual is None:
             return
@@ -309,11 +314,13 @@ class _Tracer:
              outer: Optional[Transform] = None, passed: int = 0, lead: int = 0,
              application: Optional[cst.Call] = None, inner: bool = False,
              container_site: Optional[int] = None,
-             outer_opts: Optional[dict[str, cst.BaseExpression]] = None) -> None:
+             outer_opts: Optional[dict[str, cst.BaseExpression]] = None,
+             bound_values: Optional[tuple[Optional[FunctionInfo], dict[str, object]]] = None) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say. `inner`: a decorator below another
         transform's, which gets its arguments from that transform. `container_site`: where the arguments
-        that say which parameters hold containers are recorded (see `mark`); an application by default."""
+        that say which parameters hold containers are recorded (see `mark`); an application by default.
+        `bound_values`: what a `partial` the transform is given binds (see `_bound_idents`)."""
         statics = static_param_names(fn, t, opts, offset, lead)
         if outer is not None and outer_opts is not None:
             # `jax.jit(jax.grad(f), static_argnames="n")`: the wrapper keeps f's signature, so the outer
@@ -376,11 +383,32 @@ class _Tracer:
             kind = outer.kind if outer is not None else t.kind
             fn.target = TraceTarget(fn.qualname, 0, kind,
                                     static_nums, tuple(sorted(statics or ())), _via(site_fn), _root(site_fn))
+        entry = None
+        if t.statics in _TRACING and (outer is None or outer.statics in _TRACING) and statics is not None \
+                and not lead and not passed:
+            # what each parameter holds: a tracer when the transform is given it, else its default
+            caller, bound_vals = bound_values or (None, {})
+            kinds: dict[str, object] = {}
+            for p in fn.params:
+                if p.star or (offset == 0 and fn.is_method and p is fn.params[0]):
+                    continue
+                if p.name in bound_pos or p.name in bound:
+                    kinds[p.name] = bound_vals.get(p.name)
+                elif p.name not in statics:
+                    traced_kind = frozenset({"tracer" if p.annotation in ARRAY_ANNOTATIONS else "value"})
+                    default = literal_ident(p.default) if p.has_default else None
+                    if p.name in left_out:
+                        kinds[p.name] = frozenset({default}) if default is not None else None
+                    elif not p.has_default or (application is not None and p.name in given):
+                        kinds[p.name] = traced_kind
+                    else:  # given by some callers, left to its default by others
+                        kinds[p.name] = traced_kind | {default} if default is not None else None
+            entry = (caller, tuple(sorted(kinds.items(), key=lambda kv: kv[0])))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
                   pytrees=set() if t.statics == "filter" else traced,
                   container_site=container_site if container_site is not None
-                  else id(application) if application is not None else None)
+                  else id(application) if application is not None else None, entry=entry)
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
@@ -394,14 +422,19 @@ class _Tracer:
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
              site: Optional[tuple] = None, call: Optional[cst.Call] = None,
-             container_site: Optional[int] = None) -> None:
+             container_site: Optional[int] = None, entry: Optional[tuple] = None) -> None:
         """`site`: (key, caller, offset, bound names, arguments) of a call whose arguments are known;
         without one, the function is traced from somewhere its flags cannot be read. `call`: the traced
         call site these parameters come from; its answer replaces the one an earlier round gave (an early
         round asks before callbacks and summaries are known, and a guess made then must not stick).
-        `container_site`: a transform application whose arguments `container_sites` records."""
+        `container_site`: a transform application whose arguments `container_sites` records. `entry`: what
+        a transform passes each parameter (see `FunctionInfo.ident_entries`)."""
         if site is None:
             fn.flags_open = True
+            if entry is None:
+                fn.idents_open = True
+            else:
+                fn.ident_entries.add(entry)
             fn.containers_open |= container_site is None or (
                 container_site != _ARGS_ELSEWHERE and container_site not in fn.container_sites)
         else:
@@ -550,6 +583,9 @@ class ArgInfo:
     # a parameter the caller's own transform fills (`step(x)` under jit hands `x` on): arrays or a pytree
     # of arrays, never Python objects with metadata
     argument: bool = False
+    # what an identity test sees of it (see `FunctionInfo.idents`): a literal's object, "tracer" for an
+    # evident array, "value" for another traced value; None when not known
+    ident: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -582,24 +618,93 @@ def _called_only_by_parent(fn: FunctionInfo) -> bool:
         and fn.name not in parent.assigned and only_called(parent.node, fn.name)
 
 
-def solve_flags(functions: list[FunctionInfo]) -> None:
+def solve_flags(functions: list[FunctionInfo]) -> bool:
     """Which parameters have one truthiness at every traced call site: a literal argument, the default
-    when the argument is left out, or the caller's own such parameter passed on (`use_jax=use_jax`)."""
-    fns = [f for f in functions if f.traced and not f.flags_open and f.flag_sites]
+    when the argument is left out, or the caller's own such parameter passed on (`use_jax=use_jax`); and
+    what identity tests see of each parameter (`FunctionInfo.idents`). Whether anything changed."""
+    fns = [f for f in functions if f.traced]
+    moved = False
     for _ in range(len(fns) + 1):
         changed = False
         for f in fns:
-            merged: Optional[dict[str, Optional[bool]]] = None
-            for caller, offset, bound, args in f.flag_sites.values():
-                truths = _site_truths(f, offset, bound, args, caller)
-                merged = truths if merged is None else {k: v for k, v in merged.items() if truths.get(k) == v}
-            new = {k: v for k, v in (merged or {}).items()
-                   if v is not None and k not in f.assigned and k not in f.declared_nonlocal}
+            new: dict = {}
+            if not f.flags_open and f.flag_sites:
+                merged: Optional[dict[str, Optional[bool]]] = None
+                for caller, offset, bound, args in f.flag_sites.values():
+                    truths = _site_truths(f, offset, bound, args, caller)
+                    merged = truths if merged is None else {k: v for k, v in merged.items() if truths.get(k) == v}
+                new = {k: v for k, v in (merged or {}).items()
+                       if v is not None and k not in f.assigned and k not in f.declared_nonlocal}
             if new != f.flags:
                 f.flags = new
                 changed = True
+            idents = {} if f.idents_open else _solve_idents(f)
+            if idents != f.idents:
+                f.idents = idents
+                changed = True
         if not changed:
             break
+        moved = True
+    return moved
+
+
+def _solve_idents(f: FunctionInfo) -> dict[str, frozenset[str]]:
+    """What each parameter holds at every call site and transform that traces `f` (see `idents`)."""
+    merged: dict[str, set[str]] = {}
+    unknown: set[str] = set()
+
+    def add(name: str, kinds: object, caller: Optional[FunctionInfo]) -> None:
+        if isinstance(kinds, str):  # the caller's own parameter, passed on
+            kinds = caller.idents.get(kinds) if caller is not None else None
+        if kinds is None:
+            unknown.add(name)
+        else:
+            merged.setdefault(name, set()).update(kinds)  # type: ignore[arg-type]
+
+    for caller, offset, bound, args in f.flag_sites.values():
+        given = _filled(f, offset, args)
+        for p in f.params:
+            if p.star:
+                continue
+            a = given.get(p.name) if given is not None else None
+            if given is None or p.name in bound or (p.index is not None and p.index < offset):
+                unknown.add(p.name)
+            elif a is None:
+                add(p.name, frozenset({d}) if p.has_default and (d := literal_ident(p.default)) else None, None)
+            elif a.name is not None and caller is not None and caller.param(a.name) is not None \
+                    and a.name in caller.idents:
+                add(p.name, a.name, caller)
+            else:  # a traced argument of a parameter annotated as an array is a tracer
+                ident = "tracer" if a.ident == "value" and a.traced and p.annotation in ARRAY_ANNOTATIONS else a.ident
+                add(p.name, frozenset({ident}) if ident is not None else None, None)
+    for caller, kinds in f.ident_entries:
+        for name, k in kinds:
+            add(name, k, caller)
+        unknown.update(p.name for p in f.params if not p.star and p.name not in dict(kinds))
+    return {k: frozenset(v) for k, v in merged.items()
+            if k not in unknown and k not in f.assigned and k not in f.declared_nonlocal}
+
+
+# Transforms whose non-static arguments reach the function as tracers.
+_TRACING = frozenset({"jit", "pmap", "shard_map", "vmap"})
+
+
+def _bound_idents(fexpr: cst.BaseExpression, fn: Optional[FunctionInfo]
+                  ) -> Optional[tuple[Optional[FunctionInfo], dict[str, object]]]:
+    """What `partial(f, flag=False, check=check)` binds, as identity tests see it: a literal's object, or
+    the name of the enclosing function's parameter passed on (what it holds is solved with `fn`'s)."""
+    if not isinstance(fexpr, cst.Call) or (dotted(fexpr.func) or "").split(".")[-1] != "partial":
+        return None
+    out: dict[str, object] = {}
+    for a in fexpr.args:
+        if a.keyword is None:
+            continue
+        ident = literal_ident(a.value)
+        if ident is not None:
+            out[a.keyword.value] = frozenset({ident})
+        elif isinstance(a.value, cst.Name) and fn is not None and fn.param(a.value.value) is not None:
+            out[a.keyword.value] = a.value.value
+    return fn, out
 
 
 def solve_containers(functions: list[FunctionInfo]) -> None:
@@ -747,9 +852,10 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
         argument = bool(t and isinstance(value, cst.Name) and fn is not None and fn.target is not None
                         and fn.target.transform != "helper" and value.value in fn.traced_params
                         and not fn.assigned.get(value.value))
-        return ArgInfo(star, kw, t, t and values.is_pytree(value), t and values.is_array_like(value),  # type: ignore[union-attr]
+        array = t and values.is_array_like(value)  # type: ignore[union-attr]
+        return ArgInfo(star, kw, t, t and values.is_pytree(value), array,  # type: ignore[union-attr]
                        literal_truth(value), value.value if isinstance(value, cst.Name) else None, container,
-                       argument)
+                       argument, literal_ident(value) or ("tracer" if array else "value" if t else None))
 
     for a in call.args:
         if a.star == "*":

@@ -108,7 +108,7 @@ class Values:
         fn.container_names = containers
         fn.dict_names = dicts
         straight = _straight_line_events(fn)
-        dead = bool(fn.flags) or fn.passed is not None or bool(fn.left_none)
+        dead = bool(fn.flags) or bool(fn.idents) or fn.passed is not None or bool(fn.left_none)
         bound: list[set[str]] = [set() for _ in fn.events]
         fn.event_traced = bound
         for _ in range(20):
