@@ -188,12 +188,14 @@ def _finding_from_json(d: dict[str, Any]) -> Finding:
 
 
 def _call_to_json(c: ExternalCall) -> dict[str, Any]:
-    return {"qualname": c.qualname, "args": [[a.star, a.keyword, a.traced, a.pytree, a.array, a.argument]
-                                             for a in c.args],
+    return {"qualname": c.qualname, "args": [[a.star, a.keyword, a.traced, a.pytree, a.array, a.argument,
+                                              a.truth, a.ident] for a in c.args],
             "abstract": c.abstract, "cached": c.cached, "caller": c.caller, "origin": c.origin, "kind": c.kind}
 
 
 def _call_from_json(d: dict[str, Any]) -> ExternalCall:
-    return ExternalCall(d["qualname"], tuple(ArgInfo(*a[:5], argument=bool(a[5:6] and a[5])) for a in d["args"]),
+    return ExternalCall(d["qualname"], tuple(ArgInfo(*a[:5], argument=bool(a[5:6] and a[5]),
+                                                     truth=a[6] if len(a) > 6 else None,
+                                                     ident=a[7] if len(a) > 7 else None) for a in d["args"]),
                         d["abstract"], d["cached"],
                         d["caller"], d["origin"], d.get("kind", "traced"))

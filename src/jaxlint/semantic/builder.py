@@ -786,9 +786,8 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
             subject = subject.value
         if isinstance(subject, cst.Name) and all(n in _NUMPY_ARRAY_TYPES for n in names):
             return frozenset({subject.value})
-    tested = tracer_test(e.expression) if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not) else None
-    if tested is not None:
-        return frozenset({tested})  # `not isinstance(n, jax.core.Tracer)`: n is a concrete value
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        return _not_tracer(e.expression)  # `not isinstance(n, jax.core.Tracer)`: n is a concrete value
     return frozenset()
 
 
@@ -897,8 +896,7 @@ def ident_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
                 and right.value in ("True", "False", "None"):
             how = "is" if isinstance(op, cst.Is) == holds else "isnot"
             return frozenset({f"{how}:{right.value}:{e.left.value}"})
-    tested = tracer_test(e) if not holds else None
-    return frozenset({f"notracer:{tested}"}) if tested is not None else frozenset()
+    return frozenset(f"notracer:{name}" for name in _not_tracer(e)) if not holds else frozenset()
 
 
 def given_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:

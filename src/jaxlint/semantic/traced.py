@@ -395,7 +395,8 @@ class _Tracer:
                 if p.name in bound_pos or p.name in bound:
                     kinds[p.name] = bound_vals.get(p.name)
                 elif p.name not in statics:
-                    traced_kind = frozenset({"tracer" if p.annotation in ARRAY_ANNOTATIONS else "value"})
+                    # (None passed to a transform stays None: an empty pytree)
+                    traced_kind = frozenset({"tracer"} if p.annotation in ARRAY_ANNOTATIONS else {"value", "None"})
                     default = literal_ident(p.default) if p.has_default else None
                     if p.name in left_out:
                         kinds[p.name] = frozenset({default}) if default is not None else None
