@@ -9,7 +9,8 @@ from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
-from ..semantic.loops import distinct_constants, literal_table
+from ..semantic.scopes import Scope
+from ..semantic.loops import distinct_constants, literal_table, loop_invariant
 from ..syntax import _arg, _int_leaf, _literal_values, _str_leaf, code_of, contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
@@ -164,6 +165,25 @@ def _stores_per_item(value: cst.BaseExpression, stmts: list[cst.BaseSmallStateme
     return False
 
 
+def _kept_in_table(kept: cst.BaseExpression, loop: LoopInfo) -> bool:
+    """Whether the loop keeps the jitted callable `kept` (the jit call, or the name bound to it) past its pass:
+    appended to a container (alone or in a tuple, `fns.append((stack, unstack))`) or stored under a key or on
+    an object that changes with the pass (`compiled[f"mm_{size}"] = mm`)."""
+    stmts = _small_statements(loop)
+    per_item = _bound_in_loop(loop)
+    if _stores_per_item(kept, stmts, per_item):
+        return True
+    for st in stmts:
+        call = st.value if isinstance(st, cst.Expr) else None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                and call.func.attr.value in ("append", "add") and len(call.args) == 1 \
+                and isinstance(call.args[0].value, cst.Tuple) and any(
+                    el.value is kept or isinstance(kept, cst.Name) and isinstance(el.value, cst.Name)
+                    and el.value.value == kept.value for el in call.args[0].value.elements):
+            return True
+    return False
+
+
 def _kept_by_object(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
     """`opt = Optimizer(f=jax.jit(partial(f, size=size))); table[size] = opt` in a setup loop: the jitted
     function is handed to an object built for this item, which keeps it and calls it with its own
@@ -249,6 +269,14 @@ def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
         return [test.expression.value]
     return []
 
+
+
+def _options_vary(jit: cst.Call, loop: LoopInfo) -> bool:
+    """Whether the options of a jit call or decorator (`jax.jit(f, out_shardings=s)`,
+    `@partial(jax.jit, out_shardings=s)`) read a name the loop binds: each pass asks for a different program
+    (another sharding, donation, static set), compiled anew wherever the jitted function is built."""
+    varying = _bound_in_loop(loop)
+    return any(a.keyword is not None and _names_in(a.value) & varying for a in jit.args)
 
 
 def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
@@ -595,6 +623,9 @@ class JitInLoop(Rule):
             return False
         if isinstance(callable_, cst.Call) and callable_.args and callable_.args[0].keyword is None:
             q = where.resolve(callable_.func) or ""
+            if q == "functools.partial" and any(self._wraps_item(a.value, where, loop, depth + 1)
+                                                for a in callable_.args[1:] if self._callable_value(a.value, where, loop)):
+                return True  # `partial(self.hvp, f=cfun)`, `cfun` a partial of the item: a function is no traced argument
             if q == "functools.partial" or q in where.model.transforms:
                 return self._wraps_item(callable_.args[0].value, where, loop, depth + 1)
             return False
@@ -604,6 +635,30 @@ class JitInLoop(Rule):
             return where.model.lookup_function(callable_.value, where.scope) is None
         values = loop.bound.get(callable_.value, [])
         return bool(values) and all(v is not None and self._wraps_item(v, where, loop, depth + 1) for v in values)
+
+    def _callable_value(self, expr: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
+        """Whether a name the loop binds holds a callable made there: a partial or a transform of something."""
+        values = loop.bound.get(expr.value, []) if isinstance(expr, cst.Name) else []
+        return bool(values) and all(isinstance(v, cst.Call) and v.args and (
+            (where.resolve(v.func) or "") == "functools.partial" or (where.resolve(v.func) or "") in where.model.transforms)
+            for v in values)
+
+    def _captures_varying(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
+        """Whether the callable reads a value that changes from pass to pass (the loop's item, or a name the
+        loop binds to something that is not the same on every pass), itself or through a def of the loop body."""
+        ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
+        fn = ref.fn if ref is not None else None
+        targets = _names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
+        for name in _free_names(callable_, fn):
+            if name in targets:
+                return True
+            if any(v is None or not loop_invariant(v, loop, where.model, where.scope) for v in loop.bound.get(name, [])):
+                return True
+            inner = where.model.lookup_function(name, where.scope)
+            if inner is not None and inner is not fn and loop.encloses(inner.loop_at_def) and (
+                    depth > 3 or self._captures_varying(cst.Name(name), where, loop, depth + 1)):
+                return True
+        return False
 
     def _item_static_at_call(self, node: cst.Call, where: Where, loop: LoopInfo) -> bool:
         """`f = jax.jit(g, static_argnames="implicit"); f(a, b, implicit)` in `for implicit in (True, False)`:
@@ -635,8 +690,16 @@ class JitInLoop(Rule):
 
     def _clears_caches(self, loop: LoopInfo, where: Where) -> bool:
         """`jax.clear_caches()` in the loop body: every pass is meant to compile afresh (a benchmark)."""
-        return any(where.model.resolve(c.func, s) in _CLEAR_CACHES and loop.encloses(l)
-                   for c, s, l in where.model.all_calls if l is not None)
+        model = where.model
+
+        def clears(call: cst.Call, scope: Scope, depth: int = 0) -> bool:
+            if model.resolve(call.func, scope) in _CLEAR_CACHES:
+                return True
+            # `def clear_caches(): jax.clear_caches()` called in the loop
+            ref = model.resolve_callable(call.func, scope) if depth < 2 else None
+            return ref is not None and any(clears(c, ref.fn, depth + 1) for c in ref.fn.calls)
+
+        return any(loop.encloses(l) and clears(c, s) for c, s, l in model.all_calls if l is not None)
 
     def _compiles_anyway(self, node: cst.Call, callable_: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
         if self._clears_caches(loop, where):
@@ -650,8 +713,7 @@ class JitInLoop(Rule):
             return True  # each pass jits its item's function, or calls with its item as a static argument
         if any(_called_with_item_shapes(name, loop, where) for name in sorted(_assigned_names(node, loop))):
             return True  # `qr = jax.jit(lambda g: ...)` then called with this configuration's arrays
-        varying = _bound_in_loop(loop)
-        if any(a.keyword is not None and _names_in(a.value) & varying for a in node.args):
+        if _options_vary(node, loop):
             return True  # the jit options (shardings, donation…) change with the loop
         comp = loop.node
         if isinstance(comp, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) \
@@ -714,6 +776,9 @@ class JitInLoop(Rule):
             return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
+        if not self._captures_varying(first.value, where, loop) and (
+                _kept_in_table(node, loop) or any(_kept_in_table(cst.Name(n), loop) for n in _assigned_names(node, loop))):
+            return  # a table of jitted functions built in a setup loop: each entry is kept, compiled once, reused
         bound = _assigned_names(node, loop)
         if bound and where.scope.node is not None and all(_never_used(n, where.scope.node) for n in bound):
             return  # made on every pass, but never called: nothing is traced
@@ -790,10 +855,14 @@ class JitInLoop(Rule):
         if loop is None:
             self._check_def_in_called_function(node, fn, where)
             return
+        if isinstance(node.decorator, cst.Call) and _options_vary(node.decorator, loop):
+            return  # `@partial(jax.jit, out_shardings=s)` with `s` made on each pass: one program per pass
         if fn is not None and (self._factory_bound(_free_names(fn.node, fn), where, loop)
                                or self._captures_item(cst.Name(fn.name), where, loop)
                                or _called_with_item_shapes(fn.name, loop, where)
-                               or where.scope.node is not None and _never_used(fn.name, where.scope.node)) \
+                               or where.scope.node is not None and _never_used(fn.name, where.scope.node)
+                               or _kept_in_table(cst.Name(fn.name), loop)
+                               and not self._captures_varying(cst.Name(fn.name), where, loop)) \
                 or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
