@@ -126,6 +126,26 @@ def _never_used(name: str, scope_node: cst.CSTNode, depth: int = 0) -> bool:
     return reads <= 0
 
 
+def _used_only_in_traces(name: str, fn: FunctionInfo, where: Where) -> bool:
+    """Whether every use of the jitted def `name` in its scope is inside another function JAX traces: it is
+    then traced only as part of that function (no compile of its own), and whether that re-traces is the
+    outer function's matter."""
+    scope_node = where.scope.node
+    if scope_node is None:
+        return False
+    reads = _reads(scope_node, name)
+    stack: list[cst.CSTNode] = [scope_node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.Lambda)) and n is not scope_node and n is not fn.node:
+            info = where.model.fn_of_node.get(id(n))
+            if info is not None and info.traced:
+                reads -= _reads(n, name)
+                continue
+        stack.extend(iter_children(n))
+    return reads <= 0 < _reads(scope_node, name)
+
+
 def _assigned_names(call: cst.Call, loop: LoopInfo) -> set[str]:
     """The names a loop body binds the result of `call` to (`f = jax.jit(...)`)."""
     return {t.target.value for st in _small_statements(loop) if isinstance(st, cst.Assign) and st.value is call
@@ -861,6 +881,7 @@ class JitInLoop(Rule):
                                or self._captures_item(cst.Name(fn.name), where, loop)
                                or _called_with_item_shapes(fn.name, loop, where)
                                or where.scope.node is not None and _never_used(fn.name, where.scope.node)
+                               or _used_only_in_traces(fn.name, fn, where)
                                or _kept_in_table(cst.Name(fn.name), loop)
                                and not self._captures_varying(cst.Name(fn.name), where, loop)) \
                 or self._clears_caches(loop, where):
