@@ -840,6 +840,22 @@ class JitInLoop(Rule):
                 return f"`{caller.qualname}`" if caller is not None else "the module"
         return None
 
+    def _calls_built_function(self, fn: FunctionInfo, outer: FunctionInfo, where: Where, depth: int = 0) -> bool:
+        """Whether `fn` (or a def of `outer` it calls) calls a function that `outer` builds on each of its calls
+        from a factory (`opt_init, opt_update, get_params = adam(lr)`): every call of `outer` then traces a
+        different program, which taking arrays as arguments would not avoid."""
+        called = {c.func.value for c in descendants(fn.node) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+        for name in sorted(called - fn.local_names):
+            bindings = outer.bindings(name)
+            if bindings and all(b.how == "=" and _factory_result(
+                    b.value if b.value is not None else b.unpacked[0] if b.unpacked else None, where, outer)
+                    for b in bindings):
+                return True
+            inner = outer.defs.get(name) if depth < 2 else None
+            if inner is not None and inner is not fn and self._calls_built_function(inner, outer, where, depth + 1):
+                return True
+        return False
+
     def _check_per_step_method(self, node: cst.Call, expr: cst.BaseExpression, where: Where) -> None:
         """`self.apply = jax.jit(self._apply)` in a method that a loop calls on every step."""
         fn = where.function
@@ -904,6 +920,8 @@ class JitInLoop(Rule):
             return  # the def runs only while JAX traces `outer`: its cached calls do not make it again
         if not any(isinstance(c.func, cst.Name) and c.func.value == fn.name for c in outer.calls):
             return
+        if self._calls_built_function(fn, outer, where):
+            return  # it calls a function `outer` makes on each call: one program per call, whatever is hoisted
         caller = self._loop_caller(outer, where, by_attribute=False)
         if caller is None:
             return
@@ -914,6 +932,15 @@ class JitInLoop(Rule):
             where,
             subject={"callable": "", "def": fn.name},
         )
+
+
+def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, scope: Scope) -> bool:
+    """A value made by calling something that is not a transform or a partial (`adam(lr)`, `make_mlp()`,
+    `a, b = make_sim(kT)`): when it is called, it is a function built anew on each evaluation."""
+    if not isinstance(binding_value, cst.Call):
+        return False
+    q = where.model.resolve(binding_value.func, scope) or ""
+    return not (q == "functools.partial" or q in where.model.transforms or q in JIT_LIKE)
 
 
 def _short(qual: str) -> str:
