@@ -10,7 +10,8 @@ from ..findings import Fix
 from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
-from ..semantic.loops import distinct_constants, literal_table, loop_invariant
+from ..semantic.traced import _filled
+from ..semantic.loops import distinct_constants, from_item, literal_table, loop_invariant
 from ..syntax import _arg, _int_leaf, _literal_values, _str_leaf, code_of, contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
@@ -300,13 +301,12 @@ def _options_vary(jit: cst.Call, loop: LoopInfo) -> bool:
 
 
 def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
-    """A call made once per entry of a table of configurations, with the entry as an argument
-    (`for name in SETTINGS: run(name)`): each call builds what that configuration needs."""
+    """A call made once per entry of a table of configurations, with the entry (or a value computed from it)
+    as an argument (`for name in SETTINGS: run(name)`): each call builds what that configuration needs."""
     node = loop.node
     if not isinstance(node, cst.For) or not literal_table(node.iter, where.model, loop.scope):
         return False
-    items = _names_in(node.target)
-    return any(_names_in(a.value) & items for a in call.args)
+    return any(from_item(a.value, loop) for a in call.args)
 
 
 # Calls whose result's shape comes from their arguments (sizes, shapes, ranges).
@@ -446,6 +446,48 @@ def _core_params(expr: cst.BaseExpression, where: Where, loop: LoopInfo, depth: 
             return _core_params(value, where, loop, depth + 1)
     fn = where.model.lookup_function(expr.value, where.scope)
     return [p.name for p in fn.params] if fn is not None else []
+
+
+def _static_args(body: cst.CSTNode, callee: set[str], params: list[str], nums: set[int],
+                 names: set[str]) -> list[cst.BaseExpression]:
+    """The arguments calls under `body` give to the static parameters of a jitted function bound to one of
+    `callee` (`f(a, n)`, or `partial(f, a, n)` which fills the same positions)."""
+    out: list[cst.BaseExpression] = []
+    for call in descendants(body):
+        if not isinstance(call, cst.Call):
+            continue
+        args = list(call.args)
+        if isinstance(call.func, cst.Name) and call.func.value in callee:
+            pass
+        elif (dotted(call.func) or "").rsplit(".", 1)[-1] == "partial" and args and args[0].keyword is None \
+                and isinstance(args[0].value, cst.Name) and args[0].value.value in callee:
+            args = args[1:]
+        else:
+            continue
+        i = 0
+        for a in args:
+            if a.star:
+                break
+            if a.keyword is not None:
+                if a.keyword.value in names:
+                    out.append(a.value)
+                continue
+            if i in nums or (i < len(params) and params[i] in names):
+                out.append(a.value)
+            i += 1
+    return out
+
+
+def _decorator_statics(fn: FunctionInfo) -> tuple[set[int], set[str]]:
+    """The static positions and names a def's jit decorator declares (`@partial(jax.jit, static_argnames=...)`)."""
+    nums: set[int] = set()
+    names: set[str] = set()
+    for d in fn.decorators:
+        if isinstance(d.decorator, cst.Call):
+            n, m = _static_positions(d.decorator)
+            nums |= n
+            names |= m
+    return nums, names
 
 
 def _fresh_name(where: Where, base: str, also_taken: set[str]) -> str:
@@ -682,31 +724,23 @@ class JitInLoop(Rule):
 
     def _item_static_at_call(self, node: cst.Call, where: Where, loop: LoopInfo) -> bool:
         """`f = jax.jit(g, static_argnames="implicit"); f(a, b, implicit)` in `for implicit in (True, False)`:
-        the call gives the loop's item to a static parameter, so every pass compiles for its item even with
-        one jitted function built before the loop."""
-        if not isinstance(loop.node, cst.For):
-            return False
+        the call gives (a value computed from) the loop's item to a static parameter, so every pass compiles
+        for its item even with one jitted function built before the loop."""
         nums, names = _static_positions(node)
-        if not (nums or names):
+        if not (nums or names) or not isinstance(loop.node, cst.For):
             return False
-        items = _names_in(loop.node.target)
-        bound = _assigned_names(node, loop)
         params = _core_params(node.args[0].value, where, loop) if names else []
-        for call in descendants(loop.node.body):
-            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in bound):
-                continue
-            i = 0
-            for a in call.args:
-                if a.star:
-                    break
-                if a.keyword is not None:
-                    if a.keyword.value in names and _names_in(a.value) & items:
-                        return True
-                    continue
-                if _names_in(a.value) & items and (i in nums or (i < len(params) and params[i] in names)):
-                    return True
-                i += 1
-        return False
+        return any(from_item(a, loop) for a in _static_args(loop.node.body, _assigned_names(node, loop),
+                                                            params, nums, names))
+
+    def _static_from_item(self, fn: FunctionInfo, loop: LoopInfo) -> bool:
+        """`@partial(jax.jit, static_argnames="tiling") def run(x, tiling)` called in the loop with a tiling
+        computed from the item: each pass compiles for its own static value wherever the def is."""
+        nums, names = _decorator_statics(fn)
+        if not (nums or names) or not isinstance(loop.node, cst.For):
+            return False
+        params = [p.name for p in fn.params]
+        return any(from_item(a, loop) for a in _static_args(loop.node.body, {fn.name}, params, nums, names))
 
     def _clears_caches(self, loop: LoopInfo, where: Where) -> bool:
         """`jax.clear_caches()` in the loop body: every pass is meant to compile afresh (a benchmark)."""
@@ -823,8 +857,10 @@ class JitInLoop(Rule):
             subject_nodes={"loop_line": loop.node},
         )
 
-    def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool) -> Optional[str]:
-        """Where `fn` is called inside a loop of this module (by name, or as `obj.name(...)` for a method)."""
+    def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool,
+                     static: frozenset[str] = frozenset()) -> Optional[str]:
+        """Where `fn` is called inside a loop of this module (by name, or as `obj.name(...)` for a method),
+        but for calls that give (a value computed from) the loop's item to one of the parameters `static`."""
         model = where.model
         for call, scope, loop in model.all_calls:
             if loop is None:
@@ -835,7 +871,8 @@ class JitInLoop(Rule):
             else:
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn
-            if hit and not _sweep_call(call, loop, where):
+            if hit and not _sweep_call(call, loop, where) and not (static and any(
+                    from_item(a.value, loop) for p, a in (_filled(fn, 0, call.args) or {}).items() if p in static)):
                 caller = scope.function_scope()
                 return f"`{caller.qualname}`" if caller is not None else "the module"
         return None
@@ -898,6 +935,7 @@ class JitInLoop(Rule):
                                or _called_with_item_shapes(fn.name, loop, where)
                                or where.scope.node is not None and _never_used(fn.name, where.scope.node)
                                or _used_only_in_traces(fn.name, fn, where)
+                               or self._static_from_item(fn, loop)
                                or _kept_in_table(cst.Name(fn.name), loop)
                                and not self._captures_varying(cst.Name(fn.name), where, loop)) \
                 or self._clears_caches(loop, where):
@@ -922,7 +960,12 @@ class JitInLoop(Rule):
             return
         if self._calls_built_function(fn, outer, where):
             return  # it calls a function `outer` makes on each call: one program per call, whatever is hoisted
-        caller = self._loop_caller(outer, where, by_attribute=False)
+        # `outer(..., n)` where `n` goes on to a static parameter of `fn`: a loop giving each call its item's
+        # value compiles once per item wherever `fn` is defined
+        nums, names = _decorator_statics(fn)
+        static = frozenset(a.value for a in _static_args(outer.node, {fn.name}, [p.name for p in fn.params], nums, names)
+                           if isinstance(a, cst.Name) and outer.param(a.value) is not None) if nums or names else frozenset()
+        caller = self._loop_caller(outer, where, by_attribute=False, static=static)
         if caller is None:
             return
         self.report(

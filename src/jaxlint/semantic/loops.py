@@ -86,3 +86,37 @@ def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel
             continue
         stack.extend(iter_children(n))
     return True
+
+
+def from_item(expr: cst.BaseExpression, loop: LoopInfo, depth: int = 0) -> bool:
+    """Whether an expression reads the item of a `for` loop or a comprehension, itself or through names the
+    loop body binds from it (`nspb = min(cap, n)` in `for n in sizes`)."""
+    node = loop.node
+    if depth > 3:
+        return False
+    if isinstance(node, cst.For):
+        items = set(_target_names(node.target))
+    elif isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        items, level = set(), node.for_in  # `[run(x, n) for n in sizes]`
+        while level is not None:
+            items |= set(_target_names(level.target))
+            level = level.inner_for_in
+    else:
+        return False
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            names.add(n.value)
+        stack.extend([n.value] if isinstance(n, cst.Attribute) else iter_children(n))  # (not `.attr`)
+    if names & items:
+        return True
+    for name in sorted(names):
+        values = loop.bound.get(name, [])
+        if None in values:  # `a, n = case`: the whole value unpacked
+            values = values + [a.value for a in descendants(node) if isinstance(a, cst.Assign)
+                               and any(name in _target_names(t.target) for t in a.targets)]
+        if any(v is not None and from_item(v, loop, depth + 1) for v in values):
+            return True
+    return False
