@@ -11,7 +11,7 @@ from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
-from ..semantic.loops import distinct_constants, from_item, literal_table, loop_invariant
+from ..semantic.loops import distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant
 from ..syntax import _arg, _int_leaf, _literal_values, _str_leaf, code_of, contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
@@ -325,6 +325,8 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
     items = _names_in(node.target)
 
     def sized(expr: cst.BaseExpression, depth: int) -> bool:
+        if _shaped_item(expr, loop, where):
+            return True
         for n in descendants(expr):
             if isinstance(n, cst.Call) and any(_names_in(a.value) & items for a in n.args):
                 q = where.resolve(n.func) or dotted(n.func) or ""
@@ -354,6 +356,14 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
                 sized(a.value, 0) for a in c.args if not (isinstance(a.value, cst.Name) and a.value.value == name)):
             return True
     return False
+
+
+def _shaped_item(expr: cst.BaseExpression, loop: LoopInfo, where: Where) -> bool:
+    """`arg` in `for arg in (jnp.array(1.0), jnp.ones((2,)), jnp.ones((2, 2)))`: the item of a loop over
+    arrays of different shapes, a new input signature on every pass."""
+    node = loop.node
+    return isinstance(node, cst.For) and isinstance(expr, cst.Name) and expr.value in _names_in(node.target) \
+        and distinct_shapes(node.iter, where.model, loop.scope)
 
 
 def _values_in_loop(loop: LoopInfo, name: str) -> list[cst.BaseExpression]:
@@ -767,6 +777,8 @@ class JitInLoop(Rule):
             return True  # each pass jits its item's function, or calls with its item as a static argument
         if any(_called_with_item_shapes(name, loop, where) for name in sorted(_assigned_names(node, loop))):
             return True  # `qr = jax.jit(lambda g: ...)` then called with this configuration's arrays
+        if applied is not None and any(_shaped_item(a.value, loop, where) for a in applied.args):
+            return True  # `jax.jit(f)(arg)` over arrays of different shapes: each pass traces anew anyway
         if _options_vary(node, loop):
             return True  # the jit options (shardings, donation…) change with the loop
         comp = loop.node

@@ -1,7 +1,7 @@
 """Facts about loops that rules ask: what a loop iterates over, and what stays the same on every pass."""
 from __future__ import annotations
 
-from typing import Union
+from typing import Optional, Union
 
 import libcst as cst
 
@@ -25,6 +25,50 @@ def distinct_constants(expr: cst.BaseExpression) -> bool:
             return False
         codes.append(cst.Module([]).code_for_node(el.value))
     return len(set(codes)) == len(codes)
+
+
+# Array constructors whose first argument is the shape.
+_SHAPE_FIRST = frozenset({"zeros", "ones", "empty", "full"})
+
+
+def distinct_shapes(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
+    """A literal list or tuple of arrays built with pairwise different shapes
+    (`(jnp.array(1.0), jnp.ones((2,)), jnp.ones((2, 2)))`): a loop over it hands each pass a new shape."""
+    if not isinstance(expr, (cst.List, cst.Tuple)) or len(expr.elements) < 2:
+        return False
+    keys = []
+    for el in expr.elements:
+        v = el.value
+        if isinstance(el, cst.StarredElement) or not isinstance(v, cst.Call) or not v.args:
+            return False
+        q = model.resolve(v.func, scope) or ""
+        module, _, name = q.rpartition(".")
+        if module not in ("jax.numpy", "numpy"):
+            return False
+        first = v.args[0].value
+        if name in _SHAPE_FIRST:
+            keys.append(cst.Module([]).code_for_node(first).replace(" ", ""))
+        elif name in ("array", "asarray"):
+            keys.append(_literal_shape(first))
+        else:
+            return False
+        if keys[-1] is None:
+            return False
+    return len(set(keys)) == len(keys)
+
+
+def _literal_shape(v: cst.BaseExpression) -> Optional[str]:
+    """The shape of a nested list/tuple literal of numbers, written `(2,3)` (None when it is not one)."""
+    if isinstance(v, (cst.Integer, cst.Float)) or isinstance(v, cst.UnaryOperation) and isinstance(
+            v.expression, (cst.Integer, cst.Float)):
+        return "()"
+    if isinstance(v, (cst.List, cst.Tuple)) and v.elements:
+        inner = {_literal_shape(el.value) for el in v.elements}
+        if len(inner) != 1 or None in inner:
+            return None
+        rest = inner.pop()[1:-1]
+        return f"({len(v.elements)},{rest})" if rest else f"({len(v.elements)},)"
+    return None
 
 
 def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
