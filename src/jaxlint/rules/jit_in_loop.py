@@ -428,7 +428,29 @@ def _names_used_statically(node: cst.CSTNode, where: Where) -> set[str]:
                     used.append(v)
         for v in used:
             out |= _names_in(v)
+    # `f(*args)[i]` where `f` gives a tuple: a tuple takes only a Python int as index, never a traced one
+    for n in descendants(node):
+        if isinstance(n, cst.Subscript) and isinstance(n.value, cst.Call) and len(n.slice) == 1 \
+                and isinstance(n.slice[0].slice, cst.Index) and _gives_tuple(n.value.func, where):
+            out |= _names_in(n.slice[0].slice.value)
     return out
+
+
+def _gives_tuple(func: cst.BaseExpression, where: Where) -> bool:
+    """Whether calls of `func` give a tuple: the enclosing function unpacks one of them into several names
+    (`rgb, disp, acc = render(...)`), or it is a def of this module whose every `return` is a tuple literal."""
+    written = dotted(func)
+    scope_node = where.scope.node if where.scope.node is not None else where.model.root.node
+    if written and scope_node is not None:
+        for a in descendants(scope_node):
+            if isinstance(a, cst.Assign) and isinstance(a.value, cst.Call) and dotted(a.value.func) == written \
+                    and any(isinstance(t.target, (cst.Tuple, cst.List)) and len(t.target.elements) > 1 for t in a.targets):
+                return True
+    ref = where.model.resolve_callable(func, where.scope) if isinstance(func, cst.Name) else None
+    if ref is None or not isinstance(ref.fn.node, cst.FunctionDef):
+        return False
+    returns = [r for r in descendants(ref.fn.node.body) if isinstance(r, cst.Return)]
+    return bool(returns) and all(isinstance(r.value, cst.Tuple) for r in returns)
 
 
 def _static_positions(jit: cst.Call) -> tuple[set[int], set[str]]:
