@@ -161,13 +161,15 @@ def _is_constructor(call: cst.Call, where: Where) -> bool:
 
 def _stores_per_item(value: cst.BaseExpression, stmts: list[cst.BaseSmallStatement], per_item: set[str],
                      depth: int = 0) -> bool:
-    """Whether the loop keeps `value` per pass: appends it to a container, stores it under a key or on an
-    object that depends on the loop item, directly or through one name bound to it."""
+    """Whether the loop keeps `value` per pass: appends it (alone or in a tuple) to a container, stores it
+    under a key or on an object that depends on the loop item, directly or through one name bound to it."""
     for st in stmts:
         if isinstance(st, cst.Expr) and isinstance(st.value, cst.Call) and isinstance(st.value.func, cst.Attribute) \
                 and st.value.func.attr.value in ("append", "add") and len(st.value.args) == 1:
             arg = st.value.args[0].value
-            if arg is value or (isinstance(value, cst.Name) and isinstance(arg, cst.Name) and arg.value == value.value):
+            kept = [el.value for el in arg.elements] if isinstance(arg, cst.Tuple) else [arg]  # `append((f, g))`
+            if any(a is value or (isinstance(value, cst.Name) and isinstance(a, cst.Name) and a.value == value.value)
+                   for a in kept):
                 return True
         if not isinstance(st, cst.Assign):
             continue
@@ -190,19 +192,7 @@ def _kept_in_table(kept: cst.BaseExpression, loop: LoopInfo) -> bool:
     """Whether the loop keeps the jitted callable `kept` (the jit call, or the name bound to it) past its pass:
     appended to a container (alone or in a tuple, `fns.append((stack, unstack))`) or stored under a key or on
     an object that changes with the pass (`compiled[f"mm_{size}"] = mm`)."""
-    stmts = _small_statements(loop)
-    per_item = _bound_in_loop(loop)
-    if _stores_per_item(kept, stmts, per_item):
-        return True
-    for st in stmts:
-        call = st.value if isinstance(st, cst.Expr) else None
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
-                and call.func.attr.value in ("append", "add") and len(call.args) == 1 \
-                and isinstance(call.args[0].value, cst.Tuple) and any(
-                    el.value is kept or isinstance(kept, cst.Name) and isinstance(el.value, cst.Name)
-                    and el.value.value == kept.value for el in call.args[0].value.elements):
-            return True
-    return False
+    return _stores_per_item(kept, _small_statements(loop), _bound_in_loop(loop))
 
 
 def _kept_by_object(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
@@ -480,8 +470,8 @@ def _core_params(expr: cst.BaseExpression, where: Where, loop: LoopInfo, depth: 
     return [p.name for p in fn.params] if fn is not None else []
 
 
-def _static_args(body: cst.CSTNode, callee: set[str], params: list[str], nums: set[int],
-                 names: set[str]) -> list[cst.BaseExpression]:
+def _static_args(body: cst.CSTNode, callee: set[str], params: list[str], nums: set[int], names: set[str],
+                 where: Where) -> list[cst.BaseExpression]:
     """The arguments calls under `body` give to the static parameters of a jitted function bound to one of
     `callee` (`f(a, n)`, or `partial(f, a, n)` which fills the same positions)."""
     out: list[cst.BaseExpression] = []
@@ -491,7 +481,7 @@ def _static_args(body: cst.CSTNode, callee: set[str], params: list[str], nums: s
         args = list(call.args)
         if isinstance(call.func, cst.Name) and call.func.value in callee:
             pass
-        elif (dotted(call.func) or "").rsplit(".", 1)[-1] == "partial" and args and args[0].keyword is None \
+        elif where.resolve(call.func) == "functools.partial" and args and args[0].keyword is None \
                 and isinstance(args[0].value, cst.Name) and args[0].value.value in callee:
             args = args[1:]
         else:
@@ -589,6 +579,13 @@ class JitInLoop(Rule):
     entry of such a table (`for name in SETTINGS: run_setting(name)`). A loop that calls
     `jax.clear_caches()` recompiles on purpose, and `eqx.filter_jit` of a wrapper built equal on
     every pass (`filter_vmap(Partial(self.sample, kernel))`) hits equinox's cache: neither is flagged.
+    Nor are passes that must compile anyway or that keep what they build: a jitted function stored
+    past its pass (a table filled in a setup loop) that reads nothing changing between passes; jit
+    options or a static argument that take (a value computed from) the pass's item; a loop over arrays
+    of different shapes; the item used as the index of a returned tuple; a jitted def that calls a
+    function its enclosing function builds from a factory on each call (an optimizer's update); a
+    jitted def used only inside other traced functions. Whether a parameter of a function of another
+    module is static is not known: a `partial` binding the item to it is still flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -733,8 +730,8 @@ class JitInLoop(Rule):
     def _callable_value(self, expr: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
         """Whether a name the loop binds holds a callable made there: a partial or a transform of something."""
         values = loop.bound.get(expr.value, []) if isinstance(expr, cst.Name) else []
-        return bool(values) and all(isinstance(v, cst.Call) and v.args and (
-            (where.resolve(v.func) or "") == "functools.partial" or (where.resolve(v.func) or "") in where.model.transforms)
+        return bool(values) and all(isinstance(v, cst.Call) and bool(v.args) and (
+            where.resolve(v.func) == "functools.partial" or (where.resolve(v.func) or "") in where.model.transforms)
             for v in values)
 
     def _captures_varying(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
@@ -763,16 +760,16 @@ class JitInLoop(Rule):
             return False
         params = _core_params(node.args[0].value, where, loop) if names else []
         return any(from_item(a, loop) for a in _static_args(loop.node.body, _assigned_names(node, loop),
-                                                            params, nums, names))
+                                                            params, nums, names, where))
 
-    def _static_from_item(self, fn: FunctionInfo, loop: LoopInfo) -> bool:
+    def _static_from_item(self, fn: FunctionInfo, loop: LoopInfo, where: Where) -> bool:
         """`@partial(jax.jit, static_argnames="tiling") def run(x, tiling)` called in the loop with a tiling
         computed from the item: each pass compiles for its own static value wherever the def is."""
         nums, names = _decorator_statics(fn)
         if not (nums or names) or not isinstance(loop.node, cst.For):
             return False
         params = [p.name for p in fn.params]
-        return any(from_item(a, loop) for a in _static_args(loop.node.body, {fn.name}, params, nums, names))
+        return any(from_item(a, loop) for a in _static_args(loop.node.body, {fn.name}, params, nums, names, where))
 
     def _clears_caches(self, loop: LoopInfo, where: Where) -> bool:
         """`jax.clear_caches()` in the loop body: every pass is meant to compile afresh (a benchmark)."""
@@ -969,7 +966,7 @@ class JitInLoop(Rule):
                                or _called_with_item_shapes(fn.name, loop, where)
                                or where.scope.node is not None and _never_used(fn.name, where.scope.node)
                                or _used_only_in_traces(fn.name, fn, where)
-                               or self._static_from_item(fn, loop)
+                               or self._static_from_item(fn, loop, where)
                                or _kept_in_table(cst.Name(fn.name), loop)
                                and not self._captures_varying(cst.Name(fn.name), where, loop)) \
                 or self._clears_caches(loop, where):
@@ -997,7 +994,8 @@ class JitInLoop(Rule):
         # `outer(..., n)` where `n` goes on to a static parameter of `fn`: a loop giving each call its item's
         # value compiles once per item wherever `fn` is defined
         nums, names = _decorator_statics(fn)
-        static = frozenset(a.value for a in _static_args(outer.node, {fn.name}, [p.name for p in fn.params], nums, names)
+        static = frozenset(a.value for a in _static_args(outer.node, {fn.name}, [p.name for p in fn.params], nums, names,
+                                                         where)
                            if isinstance(a, cst.Name) and outer.param(a.value) is not None) if nums or names else frozenset()
         caller = self._loop_caller(outer, where, by_attribute=False, static=static)
         if caller is None:
