@@ -193,6 +193,12 @@ class FunctionInfo(Scope):
     # tracers), so these join the call sites that say which parameters hold containers; its flags do not.
     container_sites: dict[int, tuple] = field(default_factory=dict)
     containers_open: bool = False  # traced from somewhere else whose arguments are not known
+    # Parameters every call site fills with a Python container (part of container_names, which also
+    # holds names the body uses as containers): `pair == ignore` compares the container, not its leaves.
+    site_containers: set[str] = field(default_factory=set)
+    # Parameters that receive a tuple of this length wherever the function runs, with whether each element
+    # is traced: a custom_vjp backward rule's residuals, as every `return` of the forward rule builds them.
+    param_elements: dict[str, tuple[bool, ...]] = field(default_factory=dict)
     # What traced call sites put in the `**kwargs` parameter: the keys every site names (with whether
     # some site gives a traced value), None until a site is seen; and whether the rest can be traced.
     kw_keys: Optional[dict[str, bool]] = None

@@ -19,8 +19,8 @@ from ..jaxapi import (
     Transform,
 )
 from ..syntax import (
-    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _str_leaf, children, descendants, dotted,
-    literal_ident, literal_truth, only_called,
+    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, children, descendants,
+    dotted, literal_ident, literal_truth, only_called,
 )
 from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
@@ -262,6 +262,7 @@ class _Tracer:
             return
         f = primal.fn
         nondiff = [p.name for p in f.params if p.name in f.declared_static]
+        residuals: Optional[tuple[bool, ...]] = None
         for i, a in enumerate(call.args[:2]):
             ref = m.resolve_callable(a.value, scope)
             if ref is None or ref.fn is f:
@@ -270,11 +271,19 @@ class _Tracer:
             if call.func.attr.value == "defvjp" and i == 0:  # fwd: the primal's own signature
                 rule.declared_static |= {p.name for p in rule.params if p.name in f.declared_static}
                 traced = {p.name for p in rule.params if p.name in f.traced_params}
+                residuals = _residuals(m, rule) if rule.traced else None
             else:  # bwd(*nondiff, res, g) / jvp(*nondiff, primals, tangents)
                 positional = [p for p in rule.params if p.index is not None]
                 rule.declared_static |= {p.name for p in positional[:len(nondiff)]}
                 passed = positional[len(nondiff):len(nondiff) + 2]  # (res, g) / (primals, tangents)
                 traced = {p.name for p in passed} | {p.name for p in rule.params if p.star == "*"}
+                if call.func.attr.value == "defvjp" and passed and not passed[0].star:
+                    # JAX hands the residuals to bwd as fwd built them: a Python value among them
+                    # (`h0 is not None`) stays one
+                    if residuals is None:
+                        rule.param_elements.pop(passed[0].name, None)
+                    else:
+                        rule.param_elements[passed[0].name] = residuals
             if rule.target is None:
                 rule.target = TraceTarget(rule.qualname, 0, "helper", (), (), (f.qualname,), _root(f))
             rule.helper_sites.add((m.root, -1))  # runs wherever `f` is differentiated
@@ -722,7 +731,8 @@ def solve_containers(functions: list[FunctionInfo]) -> None:
         for offset, bound, args in sites:
             site = _site_containers(f, offset, bound, args)
             common = site if common is None else common & site
-        f.container_names |= (common or set()) - set(f.assigned)
+        f.site_containers = (common or set()) - set(f.assigned)
+        f.container_names |= f.site_containers
 
 
 def _filled(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]:
@@ -1250,6 +1260,23 @@ def _numeric_constant(expr: cst.BaseExpression) -> bool:
 _ARGS_ELSEWHERE = -1
 
 
+def _residuals(m: ModuleModel, fwd: FunctionInfo) -> Optional[tuple[bool, ...]]:
+    """Whether each residual a custom_vjp forward rule returns is traced, when every `return` of it gives
+    `(out, (r1, r2, ...))` with residual tuples of one length; None otherwise."""
+    if not isinstance(fwd.node, cst.FunctionDef):
+        return None
+    shapes = [r.value for r in _returns(fwd.node.body)]
+    res = [x.elements[1].value for x in shapes if isinstance(x, cst.Tuple) and len(x.elements) == 2
+           and not any(isinstance(el, cst.StarredElement) for el in x.elements)]
+    displays = [r for r in res if isinstance(r, cst.Tuple)
+                and not any(isinstance(el, cst.StarredElement) for el in r.elements)]
+    if not shapes or len(displays) != len(shapes) or len({len(r.elements) for r in displays}) != 1:
+        return None
+    values = Values(m, fwd)
+    return tuple(any(values.traced(r.elements[i].value) for r in displays)
+                 for i in range(len(displays[0].elements)))
+
+
 def _only_loop_body(fn: FunctionInfo, m: ModuleModel) -> bool:
     """A def nested in a function that only hands it to loop primitives (`@jit def body(i, val)` then
     `fori_loop(0, n, body, [a, b])`): what it is called with is what those primitives give it."""
@@ -1272,15 +1299,21 @@ _CARRIES = {"fori_loop": (3, "init_val", 1, 2), "while_loop": (2, "init_val", 0,
 
 def _carry_args(kind: str, call: cst.Call, m: "ModuleModel", scope: Scope) -> Optional[tuple["ArgInfo", ...]]:
     """The arguments a loop body receives, as far as containers go, when the initial carry is a Python
-    container (a literal list or dict, or a name the caller knows holds one): None otherwise."""
+    container (a literal list or dict, or a name the caller knows holds one), or `scan`'s `xs` is a tuple,
+    list or dict display (each step gets a slice of every leaf in that structure: `scan(f, c, (xs, ys))`
+    gives f a tuple per step): None otherwise."""
     spec = _CARRIES.get(kind)
     init = _arg(call, spec[0], spec[1]) if spec is not None else None
-    if spec is None or init is None:
+    if spec is None:
         return None
-    container = isinstance(init, cst.Tuple) or m.python_container(init, scope)
-    if not container:
+    carry = init is not None and (isinstance(init, cst.Tuple) or m.python_container(init, scope))
+    xs = _arg(call, 2, "xs") if kind == "scan" else None
+    step = isinstance(xs, (cst.Tuple, cst.List, cst.Dict)) and not any(
+        isinstance(el, (cst.StarredElement, cst.StarredDictElement)) for el in xs.elements)
+    if not carry and not step:
         return None
-    return tuple(ArgInfo("", None, False, False, container=(i == spec[2])) for i in range(spec[3]))
+    return tuple(ArgInfo("", None, False, False, container=(carry and i == spec[2] or step and i == 1))
+                 for i in range(spec[3]))
 
 
 def _body_arity(kind: str, call: cst.Call) -> int:

@@ -70,7 +70,8 @@ class Values:
                       or p.annotation is not None and self.m.annotated_container(p.annotation_expr, fn.parent or self.m.root)
                       # `program_ids=()`: an array is never defaulted to a literal container
                       or isinstance(p.default, (cst.Tuple, cst.List, cst.Dict)) and not p.star
-                      or p.star in ("*", "**")}  # `*args` is a tuple, `**kwargs` a dict
+                      or p.star in ("*", "**")  # `*args` is a tuple, `**kwargs` a dict
+                      or p.name in fn.param_elements}
         dicts = {p.name for p in fn.params if p.annotation in _DICT_ANNOTATIONS or p.star == "**"}
         for target, value, how in fn.events:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, (cst.Dict, cst.DictComp)):
@@ -154,6 +155,9 @@ class Values:
     def _unpack(self, value: cst.BaseExpression) -> Union[bool, list]:
         if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
             return [self._unpack(e.value) for e in value.elements]
+        elements = self._param_elements(value)
+        if elements is not None:  # `y, a, h0, has_h0 = res`: the residuals as the forward rule built them
+            return list(elements)
         if isinstance(value, cst.Call):
             returned = self.m.call_returns(value, self)
             if returned is not None:  # `idx, n, is_local = helper(x)`: element by element
@@ -166,6 +170,13 @@ class Values:
                 whole = self.traced(value)
                 return [whole and not s for s in static]
         return self.traced(value)
+
+    def _param_elements(self, e: cst.BaseExpression) -> Optional[tuple[bool, ...]]:
+        """Whether each element of a parameter that receives a tuple of known shape is traced (see
+        `FunctionInfo.param_elements`), when `e` reads it and the body does not rebind it."""
+        if isinstance(e, cst.Name) and e.value not in self.fn.assigned and e.value not in self._static_override:
+            return self.fn.param_elements.get(e.value)
+        return None
 
     def _elements(self, it: cst.BaseExpression) -> Union[bool, list]:
         """Tracedness of the elements produced by iterating `it` (per position when unpacked)."""
@@ -311,6 +322,11 @@ class Values:
             if not self.is_pytree(e.value) and any(
                     isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString) for el in e.slice):
                 return False  # obj["key"] on a Python object: arrays have no string keys
+            elements = self._param_elements(e.value)
+            index = e.slice[0].slice if len(e.slice) == 1 else None
+            if elements is not None and isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) \
+                    and -len(elements) <= int(index.value.value) < len(elements):
+                return elements[int(index.value.value)]  # `res[3]`: one residual
             if self.traced(e.value):
                 return True
             if isinstance(e.value, cst.Attribute) and e.value.attr.value in STATIC_ATTRS:
@@ -537,7 +553,20 @@ class Values:
             return False
         if any(isinstance(o, cst.Name) and o.value == "None" for o in operands):
             return False
+        if len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
+                and any(self._sure_container(o) for o in operands):
+            # a tuple or dict compared with anything but another container is unequal without a look at
+            # its leaves (`pair == ignore` with a tuple `pair` is False; an array's `==` refuses a tuple)
+            other = operands[1] if self._sure_container(operands[0]) else operands[0]
+            if not isinstance(other, (cst.Tuple, cst.List, cst.Dict)) and not self._sure_container(other):
+                return False
         return any(self.traced(o) for o in operands)
+
+    def _sure_container(self, e: cst.BaseExpression) -> bool:
+        """A parameter that every call site fills with a Python tuple, list or dict, or that receives a
+        tuple wherever the function runs, not rebound in the body."""
+        return isinstance(e, cst.Name) and e.value not in self.fn.assigned and (
+            e.value in self.fn.site_containers or e.value in self.fn.param_elements)
 
     def _call_traced(self, e: cst.Call) -> bool:
         qual = self.m.resolve(e.func, self.fn)
