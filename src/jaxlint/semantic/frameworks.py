@@ -648,3 +648,20 @@ def _argument_for(call: cst.Call, fn: "FunctionInfo", name: str, lead: int) -> O
             return a.value
         i += 1
     return None
+
+
+def linen_variables_at(value: cst.BaseExpression) -> Optional[int]:
+    """Where a flax linen call's result holds a variables dict, a mapping from collection names to
+    collections: the whole result of `init(..., method=...)` or `init(..., mutable=...)` (-1), element 1 of
+    `apply(..., mutable=...)` and of `init_with_output(...)`; None for any other expression. The keywords
+    are linen's own: they tell its `init`/`apply` from another library's."""
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+        return None
+    meth = value.func.attr.value
+    mutable = _keyword(value, "mutable")
+    if meth == "init" and (mutable is not None or _keyword(value, "method") is not None):
+        return -1
+    if meth == "init_with_output" or meth == "apply" and mutable is not None and not (
+            isinstance(mutable, cst.Name) and mutable.value in ("False", "None")):
+        return 1
+    return None

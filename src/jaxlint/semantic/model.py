@@ -24,7 +24,7 @@ from ..jaxapi import (
     static_wrapper,
 )
 from ..syntax import (
-    _arg, _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+    _arg, _is_const, _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
 )
 from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
@@ -33,7 +33,7 @@ from .scopes import (
 )
 from .refs import pallas_refs
 from .traced import _Tracer, ExternalCall
-from .values import Values
+from .values import Values, flax_collections
 
 
 class ModuleModel:
@@ -722,9 +722,23 @@ class ModuleModel:
         a Python container."""
         ref = self.resolve_callable(call.func, scope) if not isinstance(call.func, cst.Call) else None
         if ref is not None:
-            return isinstance(ref.fn.node, cst.FunctionDef) and returns_container(ref.fn.node)
+            return isinstance(ref.fn.node, cst.FunctionDef) and (
+                returns_container(ref.fn.node) or self._returns_container_names(ref.fn))
         qual = self.resolve(call.func, scope)
         return qual is not None and self.project is not None and self.project.container_return(qual)
+
+    def _returns_container_names(self, fn: FunctionInfo) -> bool:
+        """A function every `return` of which gives None or a local name bound only to a Python container:
+        a dict or list display, or a collection of flax variables (`cache = variables.get("cache")`)."""
+        if not isinstance(fn.node, cst.FunctionDef):
+            return False
+        values = [r.value for r in _returns(fn.node.body)]
+        named = [v for v in values if v is not None and not _is_const(v, "None")]
+        if not named or not all(isinstance(v, cst.Name) and fn.assigned.get(v.value) for v in named):
+            return False
+        collections = flax_collections(fn)
+        return all(v.value in collections or all(isinstance(b, _DISPLAYS) for b in fn.assigned[v.value])
+                   for v in named)  # type: ignore[attr-defined]
 
     def foreign_bases(self) -> set[str]:
         """The qualified names of base classes imported from elsewhere (as this module resolves them)."""
@@ -1307,6 +1321,9 @@ def returns_python_annotation(node: cst.FunctionDef) -> bool:
     return len(items) == len(ann.slice) and bool(items) and all(
         isinstance(i, cst.Ellipsis) or dotted(i) in ("int", "str", "bool") for i in items) \
         and not all(isinstance(i, cst.Ellipsis) for i in items)
+
+
+_DISPLAYS = (cst.Dict, cst.DictComp, cst.List, cst.ListComp)
 
 
 def returns_container(node: cst.FunctionDef) -> bool:

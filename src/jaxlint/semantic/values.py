@@ -20,6 +20,7 @@ from ..jaxapi import (
 )
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
+from .frameworks import linen_variables_at
 from .scopes import FunctionInfo, dead_branch
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class Values:
             if how == "=" and isinstance(target, cst.Name) and isinstance(value, cst.Call) \
                     and (self.m.resolve(value.func, fn) in LIST_RETURNING or self.m.returns_container_call(value, fn)):
                 containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
+        containers |= flax_collections(fn)
         for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
             if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
@@ -617,6 +619,35 @@ class Values:
                 returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, trees) if self.traced(t)})
                 return any(returned) if returned is not None else any(self.traced(t) for t in trees)
         return any(self.traced(a.value) for a in e.args)
+
+
+def flax_collections(fn: FunctionInfo) -> set[str]:
+    """Names bound to one collection of a flax variables dict (`cache = mutables.get("cache")` after
+    `out, mutables = model.apply(v, x, mutable=["cache"])`): a dict of a module's variables, whose truth
+    is its emptiness."""
+    variables: set[str] = set()
+    for target, value, how in fn.events:
+        at = linen_variables_at(value) if how == "=" and value is not None else None
+        if at == -1 and isinstance(target, cst.Name):
+            variables.add(target.value)
+        elif at is not None and at >= 0 and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) > at \
+                and isinstance(target.elements[at].value, cst.Name):
+            variables.add(target.elements[at].value.value)  # type: ignore[attr-defined]
+    out: set[str] = set()
+    for target, value, how in fn.events:
+        if how != "=" or not isinstance(target, cst.Name):
+            continue
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get" \
+                and value.args and isinstance(value.args[0].value, cst.SimpleString):
+            holder = value.func.value
+        elif isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index) \
+                and isinstance(value.slice[0].slice.value, cst.SimpleString):
+            holder = value.value
+        else:
+            continue
+        if isinstance(holder, cst.Name) and holder.value in variables:
+            out.add(target.value)
+    return out
 
 
 def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
