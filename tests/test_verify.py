@@ -250,3 +250,22 @@ def test_the_loop_named_by_the_static_pass_keeps_a_binding_above_it_out_of_each_
                 subject={"callable": "step", "loop_line": loop})
     verify_findings([f], timeout=20)
     assert f.verification.status == "refuted", f.verification.detail
+
+
+def _line(path: Path, needle: str) -> int:
+    return next(i for i, t in enumerate(path.read_text().splitlines(), 1) if needle in t)
+
+
+def test_a_project_that_is_not_installed_imports_its_own_package_and_stands_in_for_absent_ones() -> None:
+    path = DATA / "own_project" / "scripts" / "uses_own_package.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    assert sorted(found) == ["plotted_step", "step"]
+    # A forced finding where JAX runs the line, but only after the code caught the stand-in's error.
+    guarded = _finding(path, _line(path, "if x.ndim == 0"), qualname="guarded_step")
+    verify_findings(list(found.values()), timeout=20)
+    verify_findings([guarded], timeout=20)
+    assert found["step"].verification.status == "confirmed", found["step"].verification.detail
+    used = found["plotted_step"].verification
+    assert used.status == "unverified" and "not installed" in used.detail, used.detail
+    assert guarded.verification.status == "unverified", guarded.verification.detail
+    assert "stand-in" in guarded.verification.detail and "no refutation" in guarded.verification.detail

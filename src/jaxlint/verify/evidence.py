@@ -51,9 +51,10 @@ def error_summary(exc: BaseException, paths: set[str]) -> str:
 
 
 class Results:
-    def __init__(self, out_path: str) -> None:
+    def __init__(self, out_path: str, veto: Callable[[], Optional[str]] = lambda: None) -> None:
         self.out_path = out_path
         self.data: dict[str, dict[str, Any]] = {}
+        self.veto = veto  # why no refutation may be given now (the run leaned on a stand-in), or None
 
     def save(self) -> None:
         tmp = self.out_path + ".tmp"
@@ -65,11 +66,17 @@ class Results:
         return str(f["idx"]) in self.data
 
     def put(self, f: dict[str, Any], status: str, detail: str, retry: bool = False) -> None:
+        why = self.veto() if status == "refuted" else None
+        if why:
+            status, detail = "unverified", f"{detail}, but {why}: no refutation"
         if not self.has(f):
             self.data[str(f["idx"])] = {"status": status, "detail": detail, **({"retry": True} if retry else {})}
             self.save()
 
     def rest(self, findings: list[dict[str, Any]], status: str, detail: str, retry: bool = False) -> None:
+        why = self.veto() if status == "refuted" else None
+        if why:
+            status, detail = "unverified", f"{detail}, but {why}: no refutation"
         for f in findings:
             if not self.has(f):
                 self.data[str(f["idx"])] = {"status": status, "detail": detail, **({"retry": True} if retry else {})}

@@ -21,7 +21,7 @@ import sys
 import types
 from typing import Any, Callable, Optional
 
-from . import checks
+from . import checks, imports
 from .evidence import Observer, Results, TimedOut, Unavailable, error_summary, on_alarm, one_sentence
 from .inputs import CannotBuild, Inputs
 from .reach import BODY_TRANSFORMS, OWN_TRANSFORMS, Reaching, def_chain, is_method
@@ -78,17 +78,22 @@ def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
     if is_pkg:
         mod.__path__ = [os.path.dirname(path)]  # type: ignore[attr-defined]
     sys.modules[name] = mod
-    for stmt in sliced.body:
-        try:
-            exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), mod.__dict__)
-        except TimedOut:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - SystemExit too: only what needs this name is lost
-            reason = error_summary(exc, {path})
-            for n in _bound_names(stmt):
-                if n not in mod.__dict__:
-                    mod.__dict__[n] = Unavailable(n, reason)
-                failures[n] = reason
+    imports.PROJECT.add(path)
+    imports.ABSENT.active = True
+    try:
+        for stmt in sliced.body:
+            try:
+                exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), mod.__dict__)
+            except TimedOut:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: only what needs this name is lost
+                reason = error_summary(exc, {path})
+                for n in _bound_names(stmt):
+                    if n not in mod.__dict__:
+                        mod.__dict__[n] = Unavailable(n, reason)
+                    failures[n] = reason
+    finally:
+        imports.ABSENT.active = False
     return mod
 
 
@@ -99,7 +104,7 @@ class Worker(Reaching, Judging):
     def __init__(self, job: dict[str, Any], out_path: str) -> None:
         self.job = job
         self.path = os.path.abspath(job["path"])
-        self.results = Results(out_path)
+        self.results = Results(out_path, veto=imports.used_stand_ins)
         self.watch = {self.path}
         self.observer = Observer(self.watch)
         self.failures: dict[str, str] = {}
@@ -295,9 +300,11 @@ def run_job(job_path: str, out_path: str) -> None:
     except Exception as exc:  # noqa: BLE001
         worker.results.rest(job["findings"], "not-run", f"jax could not be imported ({one_sentence(str(exc))})")
         return
+    imports.install()
     try:
         worker.run()
     finally:
+        imports.forget()
         worker.results.save()
 
 
