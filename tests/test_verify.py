@@ -256,6 +256,20 @@ def _line(path: Path, needle: str) -> int:
     return next(i for i, t in enumerate(path.read_text().splitlines(), 1) if needle in t)
 
 
+def test_the_rank_the_body_reads_shapes_the_input() -> None:
+    # `b, n, d = q.shape` fails on every candidate of another rank before the flagged line is reached.
+    path = DATA / "rank_from_shape.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    verify_findings(list(found.values()), timeout=20)
+    assert found["attend"].verification.status == "confirmed", found["attend"].verification.detail
+    assert "q: f32[3,3,3]" in found["attend"].verification.detail
+    assert found["last_channel"].verification.status == "confirmed", found["last_channel"].verification.detail
+    # Forced through (the rule knows `d` is static): JAX runs the line, so the finding is refuted.
+    static = _finding(path, _line(path, "if d > 2"), qualname="scale_by_width")
+    verify_findings([static], timeout=20)
+    assert static.verification.status == "refuted", static.verification.detail
+
+
 def test_a_project_that_is_not_installed_imports_its_own_package_and_stands_in_for_absent_ones() -> None:
     path = DATA / "own_project" / "scripts" / "uses_own_package.py"
     found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}

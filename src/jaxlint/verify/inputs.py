@@ -16,7 +16,7 @@ import inspect
 import os
 from typing import Any, Optional
 
-ARRAY_NAMES = {"Array", "ndarray", "ArrayLike", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Inexact",
+ARRAY_NAMES = {"Array", "ndarray", "array", "ArrayLike", "Float", "Int", "Bool", "Shaped", "Num", "Real", "Inexact",
                "Integer", "UInt", "Complex", "ShapeDtypeStruct", "ArrayTree", "PyTree", "Tensor"}
 KEY_NAMES = {"key", "rng", "rng_key", "prng_key", "subkey", "prng", "seed_key", "dropout_key", "sample_key"}
 KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
@@ -38,11 +38,24 @@ class CannotBuild(Exception):
 
 # ---- structure read from how the body uses a parameter -------------------------------------------
 
-Spec = tuple  # ("array",) | ("dict", {key: Spec}) | ("seq", [Spec], iterated) | ("obj", {attr: Spec}) |
-#               ("key",) | ("keyfn",) | ("call",)
+Spec = tuple  # ("array",) | ("array", rank, exact) | ("dict", {key: Spec}) | ("seq", [Spec], iterated) |
+#               ("obj", {attr: Spec}) | ("key",) | ("keyfn",) | ("call",)
+
+
+def _rank(a: Spec, b: Spec) -> Spec:
+    """Two array uses together: an exact rank (`n, d = x.shape`) wins over a least one (`x[:, 0]`)."""
+    ra, ea = (a[1], a[2]) if len(a) > 1 else (0, False)
+    rb, eb = (b[1], b[2]) if len(b) > 1 else (0, False)
+    if ea and eb and ra != rb:
+        return ("array",)  # the body reads two different ranks: no evidence either way
+    if ea or eb:
+        return ("array", ra if ea else rb, True)
+    return ("array", max(ra, rb), False) if max(ra, rb) else ("array",)
 
 
 def _merge(a: Optional[Spec], b: Optional[Spec]) -> Optional[Spec]:
+    if a is not None and b is not None and a[0] == b[0] == "array":
+        return _rank(a, b)
     if a is None or a[0] == "array":
         return b if b is not None else a
     if b is None or b[0] == "array":
@@ -132,8 +145,15 @@ class _Usage:
                     and 0 <= key.value < 8 and inner is not None and inner[0] != "array":
                 # `x[0]` alone fits an array as well; `params[0]["w"]` is a sequence of records.
                 return ("seq", [None] * key.value + [inner], False)
-            return ("array",)
+            parts = key.elts if isinstance(key, ast.Tuple) else [key]
+            if any(isinstance(k, ast.Starred) for k in parts):
+                return ("array",)
+            # `x[..., 0]`, `x[:, i]`: at least as many axes as the index names (`None` adds one, `...` none).
+            axes = sum(1 for k in parts if not (isinstance(k, ast.Constant) and (k.value is None or k.value is ...)))
+            return ("array", axes, False) if axes else ("array",)
         if isinstance(parent, ast.Attribute) and parent.value is node:
+            if parent.attr == "shape":
+                return _shape_use(parent, self.parents)
             if parent.attr in _ARRAY_ATTRS:
                 return ("array",)
             call = self.parents.get(parent)
@@ -180,6 +200,20 @@ class _Usage:
         if isinstance(parent, (ast.Starred,)):
             return ("seq", [None, None], True)
         return None
+
+
+def _shape_use(shape: ast.Attribute, parents: dict[ast.AST, ast.AST]) -> Spec:
+    """The rank `x.shape` tells: `b, n, d = x.shape` is exactly 3 axes; `x.shape[2]` at least 3."""
+    use = parents.get(shape)
+    if isinstance(use, ast.Assign) and use.value is shape and len(use.targets) == 1 \
+            and isinstance(use.targets[0], (ast.Tuple, ast.List)) \
+            and not any(isinstance(t, ast.Starred) for t in use.targets[0].elts):
+        return ("array", len(use.targets[0].elts), True)
+    if isinstance(use, ast.Subscript) and use.value is shape and isinstance(use.slice, ast.Constant) \
+            and isinstance(use.slice.value, int) and not isinstance(use.slice.value, bool):
+        k = use.slice.value
+        return ("array", k + 1 if k >= 0 else -k, False)
+    return ("array",)
 
 
 _PARSED: dict[str, Optional[ast.Module]] = {}
@@ -332,11 +366,13 @@ class Inputs:
 
     # -- leaves --
     def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
-              offset: int = 0) -> Any:
+              offset: int = 0, rank: Optional[tuple[int, bool]] = None) -> Any:
         import jax
         import numpy as np
 
         shape, variant_int = SHAPE_VARIANTS[self.variant]
+        if rank is not None and (len(shape) < rank[0] or rank[1] and len(shape) != rank[0]):
+            shape = (3,) * rank[0]  # the rank the body reads (`n, d = x.shape`), whatever the candidate
         full = ((self.lead,) if self.batch else ()) + (dims if dims is not None else shape)
         # Distinct, non-degenerate values per leaf: results must depend on what they read. Built in
         # NumPy and transferred with `device_put`, which compiles nothing (`jnp.asarray` compiles a
@@ -355,10 +391,11 @@ class Inputs:
 
     def from_spec(self, spec: Optional[Spec], name: str) -> Any:
         if spec is None or spec[0] == "array":
-            if self.plain_call and (name in _COUNT_NAMES or name.startswith(("n_", "num_"))
-                                    or name.endswith(("_size", "_dim", "_len", "_length", "_steps"))):
+            rank = (spec[1], spec[2]) if spec is not None and len(spec) > 1 else None
+            if rank is None and self.plain_call and (name in _COUNT_NAMES or name.startswith(("n_", "num_"))
+                                                     or name.endswith(("_size", "_dim", "_len", "_length", "_steps"))):
                 return 3  # a count read from a configuration record
-            return self.key() if name in KEY_NAMES else self.array()
+            return self.key() if name in KEY_NAMES else self.array(rank=rank)
         kind = spec[0]
         if kind == "dict":
             return {k: self.from_spec(v, k) for k, v in sorted(spec[1].items())}
@@ -431,7 +468,7 @@ class Inputs:
                 raise CannotBuild(f"could not build inputs for `{name}`: a dict whose keys the function does not "
                                   "name")
             dims = jaxtyping_dims(p.annotation)
-            if ann in ARRAY_NAMES and ann not in ("PyTree", "ArrayTree"):
+            if ann in ARRAY_NAMES and ann not in ("PyTree", "ArrayTree") and spec is not None and spec[0] != "array":
                 spec = None  # the annotation says array: subscripts and unpacking are array operations
             if dims is not None and (spec is None or spec[0] == "array"):
                 h = ann or ""
@@ -610,11 +647,25 @@ def bare_instance(cls: type, inputs: Inputs, method: str) -> Any:
         if src is not None:
             reads = {n.attr for n in ast.walk(src) if isinstance(n, ast.Attribute)
                      and isinstance(n.value, ast.Name) and n.value.id == "self"}
+            used = _Usage(src, None, inputs.namespace).of_name("self")
+            specs = used[1] if used is not None and used[0] == "obj" else {}
             for attr in sorted(reads):
                 if hasattr(cls, attr):
                     continue
                 try:
-                    object.__setattr__(inst, attr, inputs.array((3,)))
+                    object.__setattr__(inst, attr, _attribute_value(specs.get(attr), attr, inputs))
                 except Exception:  # noqa: BLE001 - slots or a frozen class: leave it unset
                     pass
     return inst
+
+
+def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
+    """A value for `self.attr` as the method reads it: a record for `self.process.s0`, an array of the
+    rank it reads, else a small array; an object whose methods are called cannot be built (the
+    method then fails reading it, before the flagged line, without a verdict)."""
+    if spec is not None and (spec[0] in ("obj", "dict", "seq") or spec[0] == "array" and len(spec) > 1):
+        try:
+            return inputs.from_spec(spec, attr)
+        except CannotBuild:
+            pass
+    return inputs.array((3,))
