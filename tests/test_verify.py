@@ -283,3 +283,24 @@ def test_a_project_that_is_not_installed_imports_its_own_package_and_stands_in_f
     assert used.status == "unverified" and "not installed" in used.detail, used.detail
     assert guarded.verification.status == "unverified", guarded.verification.detail
     assert "stand-in" in guarded.verification.detail and "no refutation" in guarded.verification.detail
+
+
+def test_attributes_a_method_reads_from_self_are_built_as_it_reads_them() -> None:
+    # `Pricer(path)` fails, so the instance is bare: `self.market.spot` is a record, `self.model.apply`
+    # an object verification cannot build, which the evidence names instead of an AttributeError.
+    path = DATA / "records_on_self.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    verify_findings(list(found.values()), timeout=20)
+    assert found["Pricer.price"].verification.status == "confirmed", found["Pricer.price"].verification.detail
+    unbuilt = found["Pricer.predict"].verification
+    assert unbuilt.status == "unverified" and "`self.model` could not be built" in unbuilt.detail, unbuilt.detail
+
+
+def test_a_shape_a_call_site_builds_is_the_input_and_two_different_ones_give_none() -> None:
+    path = DATA / "shape_from_call_site.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    verify_findings(list(found.values()), timeout=20)
+    patches = found["to_patches"].verification
+    assert patches.status == "confirmed" and "img: f32[2,6]" in patches.detail, patches.detail
+    # Called with (2, 6) and with (3, 5): no shape is taken, and no candidate reaches the line.
+    assert found["to_rows"].verification.status == "unverified", found["to_rows"].verification.detail

@@ -151,7 +151,10 @@ class Unavailable:
         self._reason = reason
 
     def _fail(self, *args: Any, **kwargs: Any) -> Any:
-        raise UnavailableName(f"`{self._name}` is unavailable, its import or definition failed: {self._reason}")
+        raise UnavailableName(self._text())
+
+    def _text(self) -> str:
+        return f"`{self._name}` is unavailable, its import or definition failed: {self._reason}"
 
     __call__ = _fail
 
@@ -163,6 +166,14 @@ class Unavailable:
     def __mro_entries__(self, bases: tuple) -> tuple:
         self._fail()
         return ()
+
+
+class Unbuilt(Unavailable):
+    """Stands in for an attribute of an instance that verification could not build (`self.model` whose
+    methods the method calls): any use fails, saying why."""
+
+    def _text(self) -> str:
+        return f"`{self._name}` could not be built: {self._reason}"
 
 
 # Any use of a stand-in (arithmetic with an array, indexing, iteration, truth) names the failure.

@@ -315,6 +315,73 @@ def call_site_values(tree: ast.Module, name: str) -> dict[Any, Any]:
     return found
 
 
+# Array builders whose shape argument gives an argument's shape at a call site: `zeros((4, 3))`,
+# `jax.random.normal(key, (4, 3))`, `np.random.randn(4, 3)`.
+_SHAPE_FIRST = {"zeros", "ones", "empty", "full"}
+_SHAPE_SECOND = {"normal", "uniform", "bernoulli", "randint", "truncated_normal", "gumbel", "laplace", "cauchy"}
+_SHAPE_STARRED = {"randn", "rand"}
+_MAX_ELEMENTS = 4096  # larger arrays cost compile and run time without telling more
+
+
+def _dims(value: Any) -> Optional[tuple[int, ...]]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value,)
+    if isinstance(value, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                                                for d in value):
+        n = 1
+        for d in value:
+            n *= d
+        return tuple(value) if n <= _MAX_ELEMENTS else None
+    return None
+
+
+def _built_shape(node: ast.expr, scope: Optional[ast.AST]) -> Optional[tuple[int, ...]]:
+    """The shape of the array an argument expression builds with literal sizes, or None."""
+    if isinstance(node, ast.Name) and scope is not None:
+        bound = [s.value for s in ast.walk(scope) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == node.id]
+        return _built_shape(bound[0], None) if len(bound) == 1 else None  # bound once: that is its value
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    kind = node.func.attr
+    shape = next((k.value for k in node.keywords if k.arg == "shape"), None)
+    if shape is None and kind in _SHAPE_FIRST and node.args:
+        shape = node.args[0]
+    elif shape is None and kind in _SHAPE_SECOND and len(node.args) >= 2:
+        shape = node.args[1]
+    elif kind in _SHAPE_STARRED and node.args and all(is_literal(a) for a in node.args):
+        return _dims([ast.literal_eval(a) for a in node.args])
+    if shape is None or kind not in _SHAPE_FIRST | _SHAPE_SECOND or not is_literal(shape):
+        return None
+    return _dims(ast.literal_eval(shape))
+
+
+def call_site_shapes(tree: ast.Module, name: str) -> dict[Any, tuple[int, ...]]:
+    """Shapes of arrays built with literal sizes and passed to `name(...)` in the file (directly or
+    through a name bound once in the calling function): {position or keyword: shape}. A parameter
+    given two different shapes at two sites gets none."""
+    found: dict[Any, Optional[tuple[int, ...]]] = {}
+
+    def visit(scope: ast.AST, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else scope
+            if isinstance(child, ast.Call):
+                f = child.func
+                callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                if callee == name:
+                    slots = [(i, a) for i, a in enumerate(child.args)]
+                    if any(isinstance(a, ast.Starred) for _, a in slots):
+                        slots = slots[:next(i for i, a in slots if isinstance(a, ast.Starred))]
+                    for key, arg in slots + [(k.arg, k.value) for k in child.keywords if k.arg]:
+                        dims = _built_shape(arg, scope if scope is not tree else None)
+                        if dims is not None:
+                            found[key] = dims if found.get(key, dims) == dims else None
+            visit(inner, child)
+
+    visit(tree, tree)
+    return {k: v for k, v in found.items() if v is not None}
+
+
 def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in value.items()) + "}"
@@ -363,6 +430,7 @@ class Inputs:
         self.counter = 0
         self.key_counter = 0
         self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
+        self.site_shapes: dict[Any, tuple[int, ...]] = {}  # shapes call sites in the file give parameters
 
     # -- leaves --
     def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
@@ -468,6 +536,10 @@ class Inputs:
                 raise CannotBuild(f"could not build inputs for `{name}`: a dict whose keys the function does not "
                                   "name")
             dims = jaxtyping_dims(p.annotation)
+            built = self.site_shapes.get(name, self.site_shapes.get(index))
+            if dims is None and built is not None and (spec is None or spec[0] == "array" and (
+                    len(spec) == 1 or (len(built) == spec[1] if spec[2] else len(built) >= spec[1]))):
+                dims = built  # the shape a call in this file gives it (`step(jnp.zeros((4, 3)))`)
             if ann in ARRAY_NAMES and ann not in ("PyTree", "ArrayTree") and spec is not None and spec[0] != "array":
                 spec = None  # the annotation says array: subscripts and unpacking are array operations
             if dims is not None and (spec is None or spec[0] == "array"):
@@ -512,6 +584,7 @@ class Inputs:
         if skip_first:
             params, defaults = params[1:], defaults[1:]
         site = call_site_values(self.tree, fn.name)
+        self.site_shapes = call_site_shapes(self.tree, fn.name)
         self.omitted = [p.arg for p in args.kwonlyargs]
         values: list[Any] = []
         desc: list[str] = []
@@ -661,11 +734,13 @@ def bare_instance(cls: type, inputs: Inputs, method: str) -> Any:
 
 def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
     """A value for `self.attr` as the method reads it: a record for `self.process.s0`, an array of the
-    rank it reads, else a small array; an object whose methods are called cannot be built (the
-    method then fails reading it, before the flagged line, without a verdict)."""
+    rank it reads, else a small array; an object whose methods are called cannot be built: a stand-in
+    says so where the method uses it (before the flagged line, so without a verdict)."""
     if spec is not None and (spec[0] in ("obj", "dict", "seq") or spec[0] == "array" and len(spec) > 1):
         try:
             return inputs.from_spec(spec, attr)
-        except CannotBuild:
-            pass
+        except CannotBuild as exc:
+            from .evidence import Unbuilt
+
+            return Unbuilt(f"self.{attr}", str(exc).split(": ", 1)[-1])
     return inputs.array((3,))
