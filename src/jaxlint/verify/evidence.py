@@ -66,12 +66,8 @@ class Results:
         return str(f["idx"]) in self.data
 
     def put(self, f: dict[str, Any], status: str, detail: str, retry: bool = False) -> None:
-        why = self.veto() if status == "refuted" else None
-        if why:
-            status, detail = "unverified", f"{detail}, but {why}: no refutation"
         if not self.has(f):
-            self.data[str(f["idx"])] = {"status": status, "detail": detail, **({"retry": True} if retry else {})}
-            self.save()
+            self.rest([f], status, detail, retry)
 
     def rest(self, findings: list[dict[str, Any]], status: str, detail: str, retry: bool = False) -> None:
         why = self.veto() if status == "refuted" else None

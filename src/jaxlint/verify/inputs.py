@@ -13,6 +13,7 @@ import ast
 import collections
 import dataclasses
 import inspect
+import math
 import os
 from typing import Any, Optional
 
@@ -328,10 +329,7 @@ def _dims(value: Any) -> Optional[tuple[int, ...]]:
         value = (value,)
     if isinstance(value, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool) and d > 0
                                                 for d in value):
-        n = 1
-        for d in value:
-            n *= d
-        return tuple(value) if n <= _MAX_ELEMENTS else None
+        return tuple(value) if math.prod(value) <= _MAX_ELEMENTS else None
     return None
 
 
@@ -369,7 +367,7 @@ def call_site_shapes(tree: ast.Module, name: str) -> dict[Any, tuple[int, ...]]:
                 f = child.func
                 callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
                 if callee == name:
-                    slots = [(i, a) for i, a in enumerate(child.args)]
+                    slots = list(enumerate(child.args))
                     if any(isinstance(a, ast.Starred) for _, a in slots):
                         slots = slots[:next(i for i, a in slots if isinstance(a, ast.Starred))]
                     for key, arg in slots + [(k.arg, k.value) for k in child.keywords if k.arg]:
