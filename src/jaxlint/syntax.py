@@ -310,3 +310,20 @@ def only_called(node: Optional[cst.CSTNode], name: str) -> bool:
 
     node.visit(_Count())
     return calls > 0 and reads == calls + 1  # the one binding, and each use a call
+
+
+def args_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> list[cst.BaseExpression]:
+    """The argument values a call passes at these positions or keywords (up to a `*args`)."""
+    out: list[cst.BaseExpression] = []
+    pos = 0
+    for a in call.args:
+        if a.star:
+            break
+        if a.keyword is not None:
+            if a.keyword.value in keywords:
+                out.append(a.value)
+            continue
+        if pos in positions:
+            out.append(a.value)
+        pos += 1
+    return out

@@ -6,23 +6,8 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import SHAPE_ARGS, SHAPE_METHODS
+from ..syntax import args_at
 from .base import Rule, Where, tracing_phrase
-
-
-def _args_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> list[cst.BaseExpression]:
-    out: list[cst.BaseExpression] = []
-    pos = 0
-    for a in call.args:
-        if a.star:
-            break
-        if a.keyword is not None:
-            if a.keyword.value in keywords:
-                out.append(a.value)
-            continue
-        if pos in positions:
-            out.append(a.value)
-        pos += 1
-    return out
 
 
 class TracedShape(Rule):
@@ -95,18 +80,18 @@ class TracedShape(Rule):
         what: Optional[str] = None
         if qual is not None and qual in SHAPE_ARGS:
             positions, keywords = SHAPE_ARGS[qual]
-            if any(values.traced(a) for a in _args_at(node, positions, keywords)):
+            if any(values.traced(a) for a in args_at(node, positions, keywords)):
                 what = f"`{qual.replace('jax.numpy.', 'jnp.').replace('jax.lax.', 'lax.').replace('builtins.', '')}`"
         elif qual is not None and qual.endswith(("numpy.repeat",)):
             if not any(a.keyword is not None and a.keyword.value == "total_repeat_length" for a in node.args):
-                if any(values.traced(a) for a in _args_at(node, (1,), ("repeats",))):
+                if any(values.traced(a) for a in args_at(node, (1,), ("repeats",))):
                     what = "`jnp.repeat` without `total_repeat_length=`"
         elif isinstance(node.func, cst.Attribute) and values.traced(node.func.value):
             meth = node.func.attr.value
             if meth in SHAPE_METHODS and any(values.traced(a.value) for a in node.args if a.keyword is None):
                 what = f"`.{meth}()`"
             elif meth == "repeat" and not any(a.keyword and a.keyword.value == "total_repeat_length" for a in node.args):
-                if any(values.traced(a) for a in _args_at(node, (0,), ("repeats",))):
+                if any(values.traced(a) for a in args_at(node, (0,), ("repeats",))):
                     what = "`.repeat()` without `total_repeat_length=`"
         if what is not None:
             self._report(node, what, where)

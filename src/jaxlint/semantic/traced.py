@@ -19,7 +19,7 @@ from ..jaxapi import (
     Transform,
 )
 from ..syntax import (
-    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, children, descendants,
+    _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
     dotted, literal_ident, literal_truth, only_called,
 )
 from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
@@ -1079,9 +1079,9 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
         elif isinstance(n, cst.Call):
             q = _qualified(fn, n.func)
             size_args = _size_arguments(n, q)
-            for a in size_args:
-                sizes.update(id(d) for d in descendants(a.value))
-            named = any(_operand_mentions(a.value, name) for a in n.args if not any(a is b for b in size_args))
+            for v in size_args:
+                sizes.update(id(d) for d in descendants(v))
+            named = any(_operand_mentions(a.value, name) for a in n.args if not any(a.value is v for v in size_args))
             if q == "builtins.range" and any(isinstance(d, cst.Name) and d.value == name
                                              for a in n.args for d in descendants(a.value)):
                 python = True
@@ -1186,15 +1186,12 @@ def _qualified(fn: FunctionInfo, func: cst.BaseExpression) -> str:
     return "builtins." + text if text in ("range",) else text
 
 
-def _size_arguments(call: cst.Call, q: str) -> list[cst.Arg]:
+def _size_arguments(call: cst.Call, q: str) -> list[cst.BaseExpression]:
     """The arguments of `call` that JAX needs as static sizes: shapes, counts, `reshape` sizes."""
     if q in SHAPE_ARGS:
-        positions, keywords = SHAPE_ARGS[q]
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        return [a for i, a in enumerate(positional) if i in positions] + \
-            [a for a in call.args if a.keyword is not None and a.keyword.value in keywords]
+        return args_at(call, *SHAPE_ARGS[q])
     if isinstance(call.func, cst.Attribute) and call.func.attr.value in SHAPE_METHODS:
-        return [a for a in call.args if a.keyword is None and not a.star]
+        return [a.value for a in call.args if a.keyword is None and not a.star]
     return []
 
 
