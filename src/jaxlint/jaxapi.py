@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,23 @@ PYTREE_CLASS_DECORATORS = frozenset({
 STATIC_FIELD_ANNOTATIONS = frozenset({"jax_dataclasses.Static"})
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",
                           "flax.nnx.Pytree", "penzai.core.struct.Struct", "penzai.pz.Struct", "simple_pytree.Pytree",
-                          "flax.training.train_state.TrainState", "treeo.Tree", "treex.Module", "treex.Treex"})
+                          "flax.training.train_state.TrainState", "treeo.Tree", "treex.Module", "treex.Treex",
+                          "pytreeclass.TreeClass", "genjax.Pytree", "genjax.core.Pytree"})
+
+# Attributes of library pytree classes that are Python values whatever the leaves: aux data, and
+# properties computed from the leaves' shapes (`SphericalSignal.res_beta` is `grid_values.shape[-2]`).
+LIBRARY_STATIC_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "e3nn_jax.IrrepsArray": frozenset({"irreps"}),
+    "e3nn_jax.SphericalSignal": frozenset({"res_beta", "res_alpha", "grid_resolution", "quadrature", "p_val", "p_arg"}),
+}
+
+
+def static_wrapper(qual: Optional[str]) -> bool:
+    """A class whose instances are pytree nodes without leaves, the wrapped Python value kept in the
+    treedef: genjax's `Const` (`n: Const[int]`, made by `const(3)` / `Pytree.const(3)`), whose `.value`
+    (`.val`, `.unwrap()` in older releases) stays a Python value under any transform."""
+    return qual is not None and qual.split(".")[0] == "genjax" and qual.rsplit(".", 1)[-1] == "Const"
+
 
 # Pallas entry points whose callable receives mutable `Ref`s (kernel operands, pipeline buffers,
 # scratch allocations) rather than arrays: `o_ref[...] = v` inside it is the API, not a hazard.

@@ -55,6 +55,7 @@ class ProjectIndex:
         self._tracer_fns: dict[str, frozenset[str]] = {}  # per file: functions returning `isinstance(x, Tracer)`
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
+        self._field_fns: dict[str, frozenset[str]] = {}  # per file: functions returning a static field declaration
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
@@ -63,6 +64,8 @@ class ProjectIndex:
         self._static: Optional[frozenset[str]] = None
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
+        self._static_properties: dict[str, bool] = {}  # property name -> each is static, none is stored
+        self._defs: Optional[dict[str, tuple[int, int]]] = None  # def name -> (defs, property defs)
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
         self._import_words: Optional[dict[str, set[bytes]]] = None  # per given file: the words of its imports
@@ -116,14 +119,14 @@ class ProjectIndex:
     def functions(self, module: str, kind: str) -> frozenset[str]:
         """A module's functions that return only Python values (`kind` "static"), are annotated to
         return a container ("container"), test whether their argument is a tracer ("tracer"), register the
-        class they are given as a pytree ("registers"), or decorate a function to run it in a host callback
-        ("host")."""
+        class they are given as a pytree ("registers"), decorate a function to run it in a host callback
+        ("host"), or return a static field declaration ("field")."""
         path = self.path_of(module)
         if path is None:
             return frozenset()
         self._read(path)
         return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns,
-                "registers": self._register_fns, "host": self._host_fns}[kind][path]
+                "registers": self._register_fns, "host": self._host_fns, "field": self._field_fns}[kind][path]
 
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
@@ -136,6 +139,7 @@ class ProjectIndex:
         self._tracer_fns[path] = frozenset()
         self._register_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
+        self._field_fns[path] = frozenset()
         self._element_fns[path] = {}
         self._key_fns[path] = {}
         self._imports[path] = {}
@@ -171,6 +175,7 @@ class ProjectIndex:
             self._tracer_fns[path] = model.tracer_testing()
             self._register_fns[path] = model.registering()
             self._host_fns[path] = model.host_decorators()
+            self._field_fns[path] = model.static_field_makers()
             self._element_fns[path] = model.static_elements()
             self._key_fns[path] = module_key_params(model)
         except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
@@ -205,6 +210,28 @@ class ProjectIndex:
             paths = [p for p, text in self._given_texts().items() if word.search(text)]
             answers = [self._method_static(p, name) for p in paths] if len(paths) <= 12 else [False]
             known = self._static_methods[name] = any(answers) and False not in answers
+        return known
+
+    def static_property(self, name: str) -> bool:
+        """Whether every def named `name` in the project's given files is a property returning only Python
+        values (as `static_method`) and no given file stores an attribute of that name: no field annotation
+        `name: T` in a class body, no `obj.name = ...` (a cheap search of the text)."""
+        known = self._static_properties.get(name)
+        if known is None:
+            if self._defs is None:  # name -> (defs, defs right under `@property`), from one pass over the files
+                self._defs = {}
+                head = re.compile(rb"(@(?:functools\.)?(?:cached_)?property[ \t]*\r?\n[ \t]*)?\bdef[ \t]+(\w+)[ \t]*\(")
+                for text in self._given_texts().values():
+                    for m in head.finditer(text):
+                        total, props = self._defs.get(m.group(2).decode(), (0, 0))
+                        self._defs[m.group(2).decode()] = (total + 1, props + (m.group(1) is not None))
+            total, props = self._defs.get(name, (0, 0))
+            known = False
+            if total and total == props:
+                word = re.escape(name.encode())
+                stored = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)|\." + word + rb"[ \t]*=(?!=)", re.M)
+                known = not any(stored.search(t) for t in self._given_texts().values()) and self.static_method(name)
+            self._static_properties[name] = known
         return known
 
     def _imported_elsewhere(self, module: str, path: str) -> bool:
@@ -317,7 +344,8 @@ class ProjectIndex:
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
                               static_elements=summary(self._element_fns), key_params=summary(self._key_fns),
-                              subclasses=lambda name: self.subclasses(f"{me}.{name}", path))
+                              subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
+                              static_field_maker=returns("field"), static_property=self.static_property)
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

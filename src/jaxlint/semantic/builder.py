@@ -572,6 +572,8 @@ def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Sco
     last = qual.rsplit(".", 1)[-1]
     if last == "static_field" or (last == "static" and isinstance(value.func, cst.Attribute)):
         return True  # jax-md's dataclasses.static_field(), equinox's old spelling, `jax.tree.static()`, `Pytree.static()`
+    if model.makes_static_field(qual, value.func):
+        return True  # `frozen_field(default=...)`: a helper of this module or the project returning such a field
     if last not in ("field", "Field"):
         return False
     for a in value.args:
@@ -580,6 +582,10 @@ def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Sco
             return True
         if kw == "static" and _is_const(a.value, "True"):
             return True
+        if kw == "on_setattr" and isinstance(a.value, (cst.List, cst.Tuple)) and any(
+                model.resolve(el.value, scope) == "pytreeclass.freeze" for el in a.value.elements
+                if not isinstance(el, cst.StarredElement)):
+            return True  # pytreeclass stores the value wrapped by `tc.freeze`: a leafless node, aux data
         if kw == "metadata" and isinstance(a.value, cst.Dict):
             for el in a.value.elements:
                 if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
@@ -692,6 +698,8 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
                     ann = small.annotation.annotation
                     if isinstance(ann, cst.Subscript) and model.resolve(ann.value, scope) in STATIC_FIELD_ANNOTATIONS:
                         cls.static_fields.add(small.target.value)  # `link_names: jax_dataclasses.Static[tuple]`
+                    if model.static_wrapper_annotation(ann, scope):
+                        cls.static_fields.add(small.target.value)  # `length: Const[int]`: a leafless node
                     if model.resolve(ann.value if isinstance(ann, cst.Subscript) else ann, scope) == "typing.ClassVar":
                         cls.static_fields.add(small.target.value)  # `tangent_dim: ClassVar[int]`: a class attribute, no field
     for d in node.decorators:

@@ -16,15 +16,17 @@ from ..jaxapi import (
     CONTAINER_ALIASES,
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
+    LIBRARY_STATIC_ATTRIBUTES,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
     TRANSFORMS,
     Transform,
+    static_wrapper,
 )
 from ..syntax import (
     _arg, _is_const, _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
 )
-from .builder import _REGISTER_CALLS, _Builder, _flatten_aux, _register_options, tracer_test
+from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
@@ -351,20 +353,26 @@ class ModuleModel:
         fn = scope.function_scope()
         cls = self.class_of(e.value, fn) if fn is not None else None
         attr = e.attr.value
+        if cls is None and fn is not None and attr in LIBRARY_STATIC_ATTRIBUTES.get(
+                self._annotated_qualname(e.value, fn) or "", ()):
+            return True  # `signal.res_beta` with `signal: e3nn.SphericalSignal`: a library class's shape fact
         if cls is None and fn is not None and self.project is not None:
             facts = self._project_class_of(e.value, fn)
             if facts is not None:
                 return attr in facts.static_properties
         if cls is None:
             # the object's class is not known: every property of that name in this module returns a shape
-            # fact, and no class here stores an attribute of that name (asked per attribute read: kept)
+            # fact, and no class here stores an attribute of that name (asked per attribute read: kept);
+            # else, defined in no class here, every property of that name in the project returns only
+            # Python values and no project file stores an attribute of that name
             known = self.__dict__.setdefault("_shape_props", {})
             if attr not in known:
                 props = [f for f in self.functions if f.is_method and f.name == attr]
-                known[attr] = bool(props) and all(self._shape_property(f) for f in props) and not any(
-                    attr in c.fields for c in self._all_classes()) and not any(
+                known[attr] = not any(attr in c.fields for c in self._all_classes()) and not any(
                     isinstance(t, cst.Attribute) and t.attr.value == attr
-                    for f in self.functions if not self._plain_object_method(f) for t, _v, _h in f.events)
+                    for f in self.functions if not self._plain_object_method(f) for t, _v, _h in f.events) and (
+                    all(self._shape_property(f) for f in props) if props
+                    else self.project is not None and self.project.static_property(attr))
             return known[attr]
         prop = cls.defs.get(attr)
         if prop is None and attr not in cls.field_types:  # a property inherited from a base in another file
@@ -662,7 +670,8 @@ class ModuleModel:
     def _returns_only_python(self, fn: FunctionInfo) -> bool:
         """Whether every `return` of `fn` gives a Python value when all its parameters are traced (`self`
         a traced pytree). Only functions annotated to return a Python scalar, or whose returns read a
-        shape, a length or a literal, are summarised: the others are not worth the cost."""
+        shape, a length, a literal or a static field of the instance, are summarised: the others are not
+        worth the cost."""
         node = fn.node
         if not isinstance(node, cst.FunctionDef):
             return False
@@ -671,8 +680,10 @@ class ModuleModel:
         returns = [r.value for r in _returns(node.body)]
         if not returns or any(r is None for r in returns):
             return False
+        static = fn.cls.static_fields if fn.is_method and fn.cls is not None and fn.params else set()
         if annotation_name(node.returns) not in ("int", "bool", "str") \
-                and not all(_mentions_static_fact(r) or _bound_to_static_fact(fn, r) for r in returns if r is not None):
+                and not all(_mentions_static_fact(r) or _bound_to_static_fact(fn, r)
+                            or _reads_own_field(r, fn.params[0].name, static) for r in returns if r is not None):
             return False
         pytrees = {fn.params[0].name} if fn.is_method and fn.params else set()
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
@@ -1096,6 +1107,36 @@ class ModuleModel:
         return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
             and self.project.registers(qual)
 
+    def static_wrapper_annotation(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
+        """Whether an annotation names a leafless wrapper of a Python value (`n: Const[int]`,
+        `Optional[genjax.Const]`): what it holds is static wherever it is passed."""
+        ann = plain_annotation(ann)
+        head = ann.value if isinstance(ann, cst.Subscript) else ann
+        return isinstance(head, (cst.Name, cst.Attribute)) and static_wrapper(self.resolve(head, scope))
+
+    def makes_static_field(self, qual: str, func: cst.BaseExpression) -> bool:
+        """Whether a call of `func` (resolved to `qual`) runs a helper, of this module or another project
+        file, whose every return declares a static field: its result in a class body does too."""
+        fn = self.root.defs.get(qual) if isinstance(func, cst.Name) and "." not in qual else None
+        if fn is not None:
+            return self._field_maker(fn)
+        return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
+            and self.project.static_field_maker(qual)
+
+    def _field_maker(self, fn: FunctionInfo) -> bool:
+        known = self.__dict__.setdefault("_field_makers", {})
+        if id(fn) not in known:
+            known[id(fn)] = False  # (a helper returning its own call)
+            returns = [r.value for r in _returns(fn.node.body)] if isinstance(fn.node, cst.FunctionDef) else []
+            known[id(fn)] = not fn.is_method and bool(returns) and all(
+                r is not None and _field_is_static(self, r, fn) for r in returns)
+        return known[id(fn)]
+
+    def static_field_makers(self) -> frozenset[str]:
+        """Module-level functions returning a static field declaration (`return tc.field(on_setattr=[tc.freeze])`,
+        `return field(pytree_node=False, **kw)`): a class of another file declares static fields with them."""
+        return frozenset(name for name, fn in self.root.defs.items() if self._field_maker(fn))
+
     def registering(self) -> frozenset[str]:
         """Module-level functions that register the class they are given as a pytree."""
         return frozenset(name for name, fn in self.root.defs.items() if _registers(fn, self))
@@ -1311,13 +1352,32 @@ def _mentions_static_fact(e: cst.BaseExpression) -> bool:
     return found
 
 
+def _reads_own_field(e: cst.BaseExpression, owner: str, fields: set[str]) -> bool:
+    """Whether an expression reads one of these fields of the instance (`self._grid_slice_tuple`)."""
+    if not fields:
+        return False
+    found = False
+
+    class _Seek(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            nonlocal found
+            found = found or (isinstance(node.value, cst.Name) and node.value.value == owner
+                              and node.attr.value in fields)
+            return not found
+
+    e.visit(_Seek())
+    return found
+
+
 def _bound_to_static_fact(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
     """`n = leaves[0].shape[axis]; ...; return n`: a returned local whose every binding reads a shape, a
-    length or a literal (the summary then decides whether it is static)."""
+    length or a literal (the summary then decides whether it is static). An augmented assignment counts
+    by its right side (`total = 0`, then `total += ids.shape[-1] * k` in a loop)."""
     if not isinstance(e, cst.Name) or e.value not in fn.assigned or fn.param(e.value) is not None:
         return False
-    values = fn.assigned[e.value]
-    return bool(values) and all(v is not None and _mentions_static_fact(v) for v in values)
+    values = [v for t, v, how in fn.events if how in ("=", "aug") and isinstance(t, cst.Name) and t.value == e.value]
+    return len(values) == len(fn.assigned[e.value]) and bool(values) \
+        and all(v is not None and _mentions_static_fact(v) for v in values)
 
 
 # Where `lax.fori_loop` and `lax.while_loop` take the initial carry whose structure they return.

@@ -110,6 +110,9 @@ class ProjectClasses:
     # Whether every method of this name that the project's files define returns only Python values
     # (`transform.get_batch_axes()` returning `self.parameters().shape[:-1]`, the receiver's class unknown).
     static_method: "Callable[[str], bool]" = lambda name: False
+    # Whether the project's files define properties of this name, each returning only Python values, and
+    # store no attribute of that name (`batch.rollout.num_action_tokens` with `rollout` of unknown class).
+    static_property: "Callable[[str], bool]" = lambda name: False
     # Whether a decorator of another project file runs the function it wraps through a host callback
     # (`jax.debug.callback`): the decorated body runs on the host with concrete values.
     host_decorator: "Callable[[str], bool]" = lambda qualname: False
@@ -121,6 +124,10 @@ class ProjectClasses:
     key_params: "Callable[[str], Optional[tuple[tuple[str, Optional[int]], ...]]]" = lambda qualname: None
     # The classes of the project's other files deriving from a class of this module (by its name here).
     subclasses: "Callable[[str], list[ClassFacts]]" = lambda name: []
+    # Whether a function of another project file returns a static (aux data) field declaration
+    # (`def frozen_field(**kw): return tc.field(on_setattr=[tc.freeze], **kw)`), so a class-body default
+    # made by it declares a static field.
+    static_field_maker: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)

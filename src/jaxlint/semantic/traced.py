@@ -41,6 +41,9 @@ class _Tracer:
         decorated = []
         for fn in m.functions:
             outer = fn.parent or m.root
+            # `n: Const[int]`: the argument is a pytree node without leaves, its value in the treedef
+            fn.declared_static |= {p.name for p in fn.params if p.annotation_expr is not None
+                                   and m.static_wrapper_annotation(p.annotation_expr, outer)}
             if fn.shadowed:
                 continue  # defined again further down the class body: the first one is never bound
             for deco in fn.decorators:
