@@ -681,9 +681,10 @@ class ModuleModel:
         if not returns or any(r is None for r in returns):
             return False
         static = fn.cls.static_fields if fn.is_method and fn.cls is not None and fn.params else set()
+        owner = fn.params[0].name if static else ""
         if annotation_name(node.returns) not in ("int", "bool", "str") \
                 and not all(_mentions_static_fact(r) or _bound_to_static_fact(fn, r)
-                            or _reads_own_field(r, fn.params[0].name, static) for r in returns if r is not None):
+                            or _reads_own_field(r, owner, static) for r in returns if r is not None):
             return False
         pytrees = {fn.params[0].name} if fn.is_method and fn.params else set()
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
