@@ -75,3 +75,16 @@ def test_pytree_bases_are_found_through_an_import_cycle(tmp_path: Path) -> None:
                            "json", "pkg"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["findings"] == []
+
+
+def test_every_fixture_and_example_is_summarised_without_fault() -> None:
+    """A fault while summarising a file silently drops everything it tells the others (classes, static
+    helpers, key-consuming functions): none of the bundled files may cause one."""
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    files = [str(p) for folder in ("fixtures", "examples") for p in sorted((ROOT / folder).rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    for path in files:
+        index.functions(module_name(path), "static")
+    assert not index.faults, index.faults

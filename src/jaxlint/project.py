@@ -58,6 +58,9 @@ class ProjectIndex:
         self._field_fns: dict[str, frozenset[str]] = {}  # per file: functions returning a static field declaration
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
+        # Files that parse but whose summaries could not be computed, with the fault: each such file tells
+        # the others nothing (its classes, static helpers, key-consuming functions), so tests watch this.
+        self.faults: dict[str, str] = {}
         self._reading: list[str] = []  # files being read (an import cycle meets one of them again)
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
@@ -178,8 +181,10 @@ class ProjectIndex:
             self._field_fns[path] = model.static_field_makers()
             self._element_fns[path] = model.static_elements()
             self._key_fns[path] = module_key_params(model)
-        except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
-            pass
+        except (OSError, UnicodeError, cst.ParserSyntaxError):
+            pass  # a file that cannot be read or parsed tells nothing
+        except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
+            self.faults[path] = f"{type(exc).__name__}: {exc}"
 
     def _given_texts(self) -> dict[str, bytes]:
         """The given files' bytes, read once."""
