@@ -492,6 +492,10 @@ class ModuleModel:
                 return None
             positional = sum(1 for a in expr.args[1:] if a.keyword is None and not a.star)
             keywords = frozenset(a.keyword.value for a in expr.args[1:] if a.keyword is not None)
+            if any(a.star == "**" for a in expr.args[1:]):
+                # `partial(kernel, **options)`: the keyword-only parameters are what such a splat is for
+                # (a positional caller of the partial cannot reach them), so they count as bound
+                keywords |= {p.name for p in inner.fn.params if p.index is None and not p.star}
             taken = min(positional, inner.lead)  # partial(model.apply, variables) binds the leading ones first
             return CallableRef(inner.fn, inner.offset + positional - taken, inner.bound_names | keywords,
                                inner.lead - taken, inner.receiver)
