@@ -502,6 +502,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                 tops.add(rec.top)
     reports = [(rule, rep) for rule in rules for rep in rule.reports]
     calls += [ExternalCall(q, (), False, False, "", path, kind="key") for q in sorted(model.key_handoffs)]
+    calls += [ExternalCall(name, (), False, False, "", path, kind="global") for name in sorted(model.constants_trusted)]
     suppressions = Suppressions.scan(raw)
     if not reports:
         return sorted(suppressions.findings(path, codes), key=Finding.sort_key), calls
@@ -803,7 +804,7 @@ def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding]
             caller_mod = module_name(path)
             is_pkg = os.path.basename(path) == "__init__.py"
             for call in results[path][1]:
-                if call.kind == "key":
+                if call.kind in ("key", "global"):
                     continue  # (a key handed to another file is asked of the project summaries instead)
                 full = absolute(call.qualname, caller_mod, is_pkg)
                 mod, _, func = full.rpartition(".")
@@ -907,7 +908,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
         found, calls = results[path]
         if not path.endswith(".py"):
             continue
-        if any(c.kind == "key" for c in calls):
+        if any(c.kind in ("key", "global") for c in calls):
             index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
         if not needs_project(found, calls, index, path):
             continue

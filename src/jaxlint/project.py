@@ -205,6 +205,15 @@ class ProjectIndex:
         here = os.path.realpath(besides)
         return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
+    def sets_global(self, name: str, besides: str) -> bool:
+        """Whether a given file other than `besides` may set a module global of that name from outside
+        (`solver.DEBUG = True`, `monkeypatch.setattr(solver, "DEBUG", True)`): a cheap search, not a
+        resolution."""
+        name_b = re.escape(name.encode())
+        word = re.compile(rb"\." + name_b + rb"[ \t]*=(?!=)|setattr\([^()\n]*[\"']" + name_b + rb"[\"']")
+        here = os.path.realpath(besides)
+        return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
+
     def static_method(self, name: str) -> bool:
         """Whether the project's given files define methods named `name` and every one of them returns only
         Python values (files found by a search for `def name(`, modelled once each; more than 12 such
@@ -347,6 +356,7 @@ class ProjectIndex:
         return ProjectClasses(lookup, frozenset(static), static_return=returns("static"),
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
+                              set_elsewhere=lambda name: self.sets_global(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
                               static_elements=summary(self._element_fns), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
@@ -368,12 +378,16 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
 def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]
                   path: str = "") -> bool:
     """Whether a file's findings could change with what the project says about its classes and functions:
-    a finding that depends on them, or a PRNG key handed to a function of another project file (asked of
-    `index` for the file at `path`)."""
+    a finding that depends on them, a PRNG key handed to a function of another project file, or a module
+    constant taken as a flag that another file may set (asked of `index` for the file at `path`)."""
     if any(f.name not in _UNAFFECTED for f in findings):
         return True
+    if index is None:
+        return False
+    if any(c.kind == "global" and index.sets_global(c.qualname, path) for c in calls):
+        return True  # a debug switch taken as a constant may be set by another file
     handoffs = [c.qualname for c in calls if c.kind == "key"]
-    return bool(handoffs) and index is not None and any(index.defines(q, path) for q in handoffs)
+    return bool(handoffs) and any(index.defines(q, path) for q in handoffs)
 
 
 def absolute(qualname: str, module: str, is_package: bool) -> str:

@@ -26,7 +26,7 @@ from ..jaxapi import (
 from ..syntax import (
     _arg, _is_const, _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
 )
-from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, tracer_test
+from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
@@ -66,6 +66,7 @@ class ModuleModel:
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
         self.call_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # id of a call -> the if arms around it
         self.if_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # id of an `if` -> its test, its scope
+        self.constants_trusted: set[str] = set()  # module constants taken as flags (see `constant_flags`)
         self.eager_calls: set[int] = set()  # ids of calls under `with jax.ensure_compile_time_eval():`
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
@@ -1171,6 +1172,46 @@ class ModuleModel:
             if qual is not None and self.project is not None and "." in qual and self.project.host_decorator(qual):
                 return True
         return False
+
+    def constant_flags(self) -> dict[int, dict[str, bool]]:
+        """Per function (by id), the truth of the module constants its `if` tests read: a global bound once,
+        at module level, to a literal (`DEBUG = False`), that no function declares `global` and no other
+        given file sets (without the project, trusted and listed in `constants_trusted`). The arm the
+        constant rules out never runs, traced or not."""
+        cached = self.__dict__.get("_constant_flags")
+        if cached is not None:
+            return cached
+        root, out = self.root, self.__dict__.setdefault("_constant_flags", {})
+        known: dict[str, Optional[bool]] = {}
+        for test, scope in self.if_tests.values():
+            fn = scope.function_scope()
+            if fn is None:
+                continue
+            for g in flag_tests(test, True):
+                name = g.partition(":")[2]
+                if name not in known:
+                    known[name] = self._constant_truth(name)
+                if known[name] is not None and self.owner_of(name, scope) is root:
+                    out.setdefault(id(fn), {})[name] = known[name]
+        return out
+
+    def _constant_truth(self, name: str) -> Optional[bool]:
+        root = self.root
+        values = root.assigned.get(name, [])
+        if len(values) != 1 or name in root.defs or name in root.classes or name in root.imports \
+                or any(name in f.declared_global for f in self.functions):
+            return None
+        v = values[0]
+        if isinstance(v, cst.Name) and v.value in ("True", "False", "None"):
+            truth = v.value == "True"
+        elif isinstance(v, cst.Integer):
+            truth = v.evaluated_value != 0
+        else:
+            return None
+        if self.project is not None and self.project.set_elsewhere(name):
+            return None
+        self.constants_trusted.add(name)  # (asked of the project when this file is analysed without it)
+        return truth
 
     def tracer_testing(self) -> frozenset[str]:
         """Module-level functions that only return `isinstance(arg, jax.core.Tracer)`."""

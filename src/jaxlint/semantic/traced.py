@@ -83,7 +83,7 @@ class _Tracer:
         if late:
             self.settle()
         m.new_summary_round()  # the summaries asked from here on are final
-        solve_flags(m.functions)
+        solve_flags(m.functions, m.constant_flags())
         for fn in m.functions:
             # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
             if fn.traced and (not fn.traced_names or fn.flags or fn.idents or fn.passed or fn.left_none):
@@ -101,7 +101,7 @@ class _Tracer:
             self.changed = False
             # what the call sites seen so far say of flags and identities: calls in an arm no trace
             # takes are not followed (a new site only makes fewer arms dead, and asks for another round)
-            flags_moved = solve_flags(m.functions)
+            flags_moved = solve_flags(m.functions, m.constant_flags())
             m.new_summary_round()  # helper summaries are asked again with this round's tracers
             before = sum(len(f.traced_names) + sum(map(len, f.event_traced)) for f in m.functions)
             for fn in [f for f in m.functions if f.traced]:
@@ -613,7 +613,8 @@ class ExternalCall:
     origin: str = ""  # the caller's file, filled in by the API
     # "traced": a call from traced code, followed into the callee's file; "key": a PRNG key handed to a
     # function of another file, whose summary (does it consume the key?) the caller's analysis needs;
-    # "ref": Pallas refs handed to a function of another file (`traced` on an argument marks a ref)
+    # "ref": Pallas refs handed to a function of another file (`traced` on an argument marks a ref);
+    # "global": a module constant of the caller's file taken as a flag, which no other file may set
     kind: str = "traced"
 
 
@@ -631,10 +632,12 @@ def _called_only_by_parent(fn: FunctionInfo) -> bool:
         and fn.name not in parent.assigned and only_called(parent.node, fn.name)
 
 
-def solve_flags(functions: list[FunctionInfo]) -> bool:
+def solve_flags(functions: list[FunctionInfo], constants: Optional[dict[int, dict[str, bool]]] = None) -> bool:
     """Which parameters have one truthiness at every traced call site: a literal argument, the default
     when the argument is left out, or the caller's own such parameter passed on (`use_jax=use_jax`); and
-    what identity tests see of each parameter (`FunctionInfo.idents`). Whether anything changed."""
+    what identity tests see of each parameter (`FunctionInfo.idents`). The module constants a function
+    tests (`ModuleModel.constant_flags`) are flags too. Whether anything changed."""
+    constants = constants or {}
     fns = [f for f in functions if f.traced]
     moved = False
     for _ in range(len(fns) + 1):
@@ -648,6 +651,7 @@ def solve_flags(functions: list[FunctionInfo]) -> bool:
                     merged = truths if merged is None else {k: v for k, v in merged.items() if truths.get(k) == v}
                 new = {k: v for k, v in (merged or {}).items()
                        if v is not None and k not in f.assigned and k not in f.declared_nonlocal}
+            new.update(constants.get(id(f), {}))
             if new != f.flags:
                 f.flags = new
                 changed = True
