@@ -61,7 +61,8 @@ class PrngKeyReuse(Rule):
     `sample(seed=key)` (distrax, TensorFlow Probability, numpyro) and a function of the module that samples
     from or splits a key handed to it, positionally or by keyword. A draw whose result is never read (or
     only read for its shape), two draws a test compares on purpose, and the arms of `if kind == "a":` /
-    `if kind == "b":` are not reuse. `fold_in(key, i)` derives a new
+    `if kind == "b":` are not reuse, nor are the draws of a custom derivative rule (`@f.defjvp`,
+    `f.defvjp(fwd, bwd)`), which replays the primal's draws with the primal's key. `fold_in(key, i)` derives a new
     key and draws nothing from `key`, but it equals `split(key, n)[i]` for every n > i (partitionable
     threefry, JAX's default), so it is flagged after `split(key, n)` unless `i` is `n` itself, and when
     the same data is folded in twice. Both `jax.random.key` and `jax.random.PRNGKey` keys are tracked.
@@ -96,8 +97,9 @@ class PrngKeyReuse(Rule):
     `KeyReuseError` at the flagged line (for new-style `jax.random.key` keys).
 
     ## Known limitations
-    Keys are followed within one function, and into the functions of the same module it is handed to;
-    a helper of another file that consumes a key is not seen. `fold_in(key, i)` inside a loop is the idiomatic way to derive per-iteration keys and is
+    Keys are followed within one function, and into the functions it is handed to: those of the same
+    module, and those of other files of the project the run is given (a lone file's imports are not
+    read). `fold_in(key, i)` inside a loop is the idiomatic way to derive per-iteration keys and is
     not flagged.
 
     ## References
@@ -117,6 +119,8 @@ class PrngKeyReuse(Rule):
         fn = where.model.fn_of_node.get(id(node))
         if fn is None:
             return
+        if id(fn) in where.model.derivative_rule_functions():
+            return  # a custom derivative rule replays the primal's draws: its key must draw what the primal drew
         initial = {p.name for p in fn.params if (_KEY_NAME.search(p.name) or p.annotation in _KEY_ANNOTATIONS)
                    and not self._stateful_generator(p, fn, where)}
         if not initial and not any(_KEY_NAME.search(n) for n in fn.assigned) and not any(

@@ -1173,6 +1173,38 @@ class ModuleModel:
                 return True
         return False
 
+    def derivative_rules(self) -> list[tuple[cst.Call, Scope]]:
+        """Where custom derivative rules are given: `f.defjvp(jvp)`, `f.defvjp(fwd, bwd)`, and the decorator
+        form `@f.defjvp` over `def jvp(...)` (as the call it stands for)."""
+        found = self.__dict__.get("_derivative_rules")
+        if found is None:
+            found = self.__dict__["_derivative_rules"] = [
+                (c, s) for c, s, _ in self.all_calls
+                if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
+            for fn in self.functions:
+                if not isinstance(fn.node, cst.FunctionDef):
+                    continue
+                for d in fn.decorators:
+                    if isinstance(d.decorator, cst.Attribute) and d.decorator.attr.value == "defjvp":
+                        found.append((cst.Call(func=d.decorator, args=[cst.Arg(cst.Name(fn.name))]), fn.parent or self.root))
+        return found
+
+    def derivative_rule_functions(self) -> set[int]:
+        """The functions (by id) given as custom derivative rules of a function of this module."""
+        found = self.__dict__.get("_rule_functions")
+        if found is None:
+            found = self.__dict__["_rule_functions"] = set()
+            for call, scope in self.derivative_rules():
+                assert isinstance(call.func, cst.Attribute)
+                primal = self.resolve_callable(call.func.value, scope)
+                if primal is None:
+                    continue
+                for a in call.args[:2]:
+                    ref = self.resolve_callable(a.value, scope)
+                    if ref is not None and ref.fn is not primal.fn:
+                        found.add(id(ref.fn))
+        return found
+
     def constant_flags(self) -> dict[int, dict[str, bool]]:
         """Per function (by id), the truth of the module constants its `if` tests read: a global bound once,
         at module level, to a literal (`DEBUG = False`), that no function declares `global` and no other

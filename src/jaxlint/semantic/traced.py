@@ -94,8 +94,7 @@ class _Tracer:
     def settle(self) -> None:
         """Spread tracers through calls, summaries and derivative rules until nothing moves."""
         m = self.m
-        rules = [(c, s) for c, s, _ in m.all_calls
-                 if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("defvjp", "defjvp")]
+        rules = m.derivative_rules()
         rounds = 0
         while True:
             self.changed = False
