@@ -217,6 +217,12 @@ class _Tracer:
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
                               application=application, outer_opts=outer_opts,
                               bound_values=_bound_idents(fexpr, scope.function_scope()))
+                    if site_fn is not None and site_fn.traced:
+                        # `jax.vmap(partial(apply, params))(xs)` in traced code: what the partial binds
+                        # is a value of the enclosing trace, a tracer where it is one there
+                        bound, trees = _partial_bound_traced(m, fexpr, ref.fn, site_fn)
+                        if bound:
+                            self.mark(ref.fn, bound, site_fn.abstract, site_fn.cached, "helper", site_fn, trees)
             return
         if qual is None:
             return
@@ -703,6 +709,37 @@ def _solve_idents(f: FunctionInfo) -> dict[str, frozenset[str]]:
 
 # Transforms whose non-static arguments reach the function as tracers.
 _TRACING = frozenset({"jit", "pmap", "shard_map", "vmap"})
+
+
+def _partial_bound_traced(m: ModuleModel, fexpr: cst.BaseExpression, fn: FunctionInfo,
+                          site_fn: FunctionInfo) -> tuple[set[str], set[str]]:
+    """The parameters of `fn` that `partial(fn, a, b=c)` (nested partials too) binds to a value traced in
+    `site_fn`, the traced function the partial is made in; and those of them bound to a pytree."""
+    if not isinstance(fexpr, cst.Call) or m.resolve(fexpr.func, site_fn) != "functools.partial" or not fexpr.args:
+        return set(), set()
+    inner = fexpr.args[0].value
+    out, trees = _partial_bound_traced(m, inner, fn, site_fn)
+    offset = 0  # positional parameters an inner partial (or a bound method's receiver) already took
+    ref = m.resolve_callable(inner, site_fn)
+    if ref is not None and ref.fn is fn:
+        offset = ref.offset
+    values = Values(m, site_fn)
+    positional = [p for p in fn.params if p.index is not None and not p.star]
+    taken = 0
+    for a in fexpr.args[1:]:
+        if a.star:
+            continue
+        name = None
+        if a.keyword is not None:
+            name = a.keyword.value if fn.param(a.keyword.value) is not None else None
+        else:
+            name = positional[offset + taken].name if offset + taken < len(positional) else None
+            taken += 1
+        if name is not None and values.traced(a.value):
+            out.add(name)
+            if values.is_pytree(a.value):
+                trees.add(name)
+    return out, trees
 
 
 def _bound_idents(fexpr: cst.BaseExpression, fn: Optional[FunctionInfo]
