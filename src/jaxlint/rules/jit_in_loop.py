@@ -623,7 +623,8 @@ class JitInLoop(Rule):
                         return f"`{expr.value}`, rebound in the loop to {why}"
                 l = l.parent
             return None
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and self._is_instance(expr.value, where):
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and self._is_instance(expr.value, where) \
+                and not model.pinned_method(expr, where.scope):  # (`self.next = self.next`: one stored object)
             return f"the bound method `{expr.value.value}.{expr.attr.value}`"
         return None
 

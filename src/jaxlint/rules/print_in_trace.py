@@ -18,8 +18,8 @@ class PrintInTrace(Rule):
 
     A print that shows nothing traced is reported only under `jax.jit` (or another cached trace) and
     only when it is a bare literal message such as `print("step")`, which reads as if it ran on every
-    call. Messages built from static values (shapes, configuration), literal warnings
-    (`print("WARNING: ... is deprecated")`), messages that announce compiling or tracing
+    call. Messages built from static values (shapes, configuration), literal warnings and caveats
+    (`print("WARNING: ... is deprecated")`, `print("Note: this ignores ...")`), messages that announce compiling or tracing
     (`print("Compiling train step...")`) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
     reported.
@@ -119,8 +119,10 @@ def _is_warning(expr: cst.BaseExpression) -> bool:
     return isinstance(text, str) and _WARNING.search(text) is not None
 
 
-# A warning, or a message that says it is printed while compiling (`"Compiling train step..."`).
-_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat|\bcompil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b", re.IGNORECASE)
+# A warning or a caveat (`"Note: ... ignores the corrections"`), or a message that says it is printed
+# while compiling (`"Compiling train step..."`).
+_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat|\bcompil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b"
+                      r"|^\W*(note|caution|notice|attention)\b", re.IGNORECASE)
 
 
 def _formats_traced(expr: cst.BaseExpression, where: Where) -> bool:

@@ -61,7 +61,8 @@ class PrngKeyReuse(Rule):
     `sample(seed=key)` (distrax, TensorFlow Probability, numpyro) and a function of the module that samples
     from or splits a key handed to it, positionally or by keyword. A draw whose result is never read (or
     only read for its shape), two draws a test compares on purpose, and the arms of `if kind == "a":` /
-    `if kind == "b":` are not reuse, nor are the draws of a custom derivative rule (`@f.defjvp`,
+    `if kind == "b":` are not reuse, nor is a key read in an arm that runs on one pass of its loop
+    (`if t == 0:` in `for t in range(n)`), nor are the draws of a custom derivative rule (`@f.defjvp`,
     `f.defvjp(fwd, bwd)`), which replays the primal's draws with the primal's key. `fold_in(key, i)` derives a new
     key and draws nothing from `key`, but it equals `split(key, n)[i]` for every n > i (partitionable
     threefry, JAX's default), so it is flagged after `split(key, n)` unless `i` is `n` itself, and when
@@ -589,7 +590,9 @@ class PrngKeyReuse(Rule):
                         if _exclusive(g, guard):
                             then_in.consumed.pop(k, None)
                             del then_in.exclusive[k]
-                then_state, then_exit = self._block(_body(stmt.body), then_in, loop_names)
+                # `if t == 0:` in `for t in range(n)`: that arm runs on one pass only
+                once = isinstance(loop_names, _LoopNames) and _one_pass_test(stmt.test, loop_names.loop)
+                then_state, then_exit = self._block(_body(stmt.body), then_in, None if once else loop_names)
                 if stmt.orelse is None:
                     else_state, else_exit = state, False
                 elif isinstance(stmt.orelse, cst.If):
@@ -722,6 +725,25 @@ def _body(block: cst.BaseSuite) -> list[cst.CSTNode]:
 
 
 
+
+
+def _one_pass_test(test: cst.BaseExpression, loop: Union[cst.For, cst.While]) -> bool:
+    """`t == 0` (or `0 == t`) where `loop` is `for t in range(...)` (or `for t, x in enumerate(...)`): the
+    loop's index takes each value once, so the test holds on one pass at most."""
+    if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call) or not isinstance(test, cst.Comparison) \
+            or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    kind = dotted(loop.iter.func)
+    if kind == "range":
+        index = loop.target
+    elif kind == "enumerate" and isinstance(loop.target, (cst.Tuple, cst.List)) and loop.target.elements:
+        index = loop.target.elements[0].value
+    else:
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    return isinstance(index, cst.Name) and any(
+        isinstance(a, cst.Name) and a.value == index.value and isinstance(b, cst.Integer)
+        for a, b in ((left, right), (right, left)))
 
 
 class _LoopNames:

@@ -578,7 +578,46 @@ class ModuleModel:
                           c.container, self._method_classes(c), fields, self._static_properties(c) | props,
                           module_kind=self.frameworks.kind(c), python_attributes=self.frameworks.python_attributes(c),
                           registers_subclasses=c.registers_subclasses, registers_classes=c.registers_classes,
-                          bases=tuple(f"local:{b}" if b in self.root.classes else b for b in c.bases))
+                          bases=tuple(f"local:{b}" if b in self.root.classes else b for b in c.bases),
+                          pinned_methods=self._pinned_methods(c))
+
+    def _pinned_methods(self, cls: ClassInfo) -> frozenset[str]:
+        """Methods of `cls` that its own methods store on the instance (`self.next = self.next`,
+        `self.step = jax.jit(self.step)`): on an instance, that name reads the stored object."""
+        out: set[str] = set()
+        for f in cls.defs.values():
+            if not f.is_method or not f.params:
+                continue
+            me = f.params[0].name
+            for target, _value, how in f.events:
+                if how == "=" and isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                        and target.value.value == me and target.attr.value in cls.defs:
+                    out.add(target.attr.value)
+        return frozenset(out)
+
+    def pinned_method(self, expr: cst.Attribute, scope: Scope) -> bool:
+        """Whether `obj.name` reads a method the instance's class stores on the instance (so the same object
+        on every access): `obj` is `self` in a method of the class, or a name bound once to a constructor
+        call of a class of this module or of another project file."""
+        if not isinstance(expr.value, cst.Name):
+            return False
+        name, attr = expr.value.value, expr.attr.value
+        fn = scope.function_scope()
+        if fn is not None and fn.is_method and fn.cls is not None and fn.params and fn.params[0].name == name:
+            return attr in self._pinned_methods(fn.cls)
+        owner = self.owner_of(name, scope)
+        values = owner.assigned.get(name, []) if owner is not None else []
+        if isinstance(owner, FunctionInfo) and values == [None]:
+            values = [b.assigned for b in owner.bindings(name)]  # `loader, opt = Loader(), adam(lr)`
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
+            return False
+        func = values[0].func
+        cls = self.class_named(func, owner) if isinstance(func, cst.Name) else None
+        if cls is not None:
+            return attr in self._pinned_methods(cls)
+        qual = self.resolve(func, owner)
+        facts = self.project.lookup(qual) if qual is not None and self.project is not None else None
+        return facts is not None and attr in facts.pinned_methods
 
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level

@@ -86,6 +86,9 @@ class ClassFacts:
     registers_classes: bool = False  # a metaclass that registers every class it makes as a pytree
     # Its base classes (absolute once the project index has read the file), to find a class's subclasses.
     bases: tuple[str, ...] = ()
+    # Methods its own methods store on the instance (`self.next = self.next` in `__post_init__`): reading
+    # `obj.next` gives that one stored object, not a new bound method.
+    pinned_methods: frozenset[str] = frozenset()
 
 
 @dataclass
