@@ -82,8 +82,10 @@ class StaleGlobal(Rule):
     flagged here. Only the first read of each name in a function is reported. In module code run top
     to bottom, a rebinding is reported only when some call of the function (followed through the
     module-level functions and classes that reach it) can run before it and another after it; a
-    `global` setter that runs once and only then calls the function is not reported. A function
-    handed on or stored elsewhere counts as used at any time. A setter that nothing in the project
+    `global` setter that runs once and only then calls the function is not reported. A function no
+    code of its module runs is called by other files only after the module has run to its end, so a
+    later module-level rebinding outside a loop is not reported for it. A function handed on or stored
+    elsewhere counts as used at any time after the code that hands it on has run. A setter that nothing in the project
     calls (no other file mentions it) rebinds nothing and is not reported; linted alone, a file's
     setter counts as callable at any time. A loop that rebinds a closed-over name to an
     expression of names it never changes (`env = make_env(name)` on each pass) is taken to rebuild
@@ -184,6 +186,10 @@ class StaleGlobal(Rule):
             # In module code run top to bottom, a rebinding is seen stale only by a call after it of a
             # function traced before it (a loop around both runs each of them again).
             later = [(order, loop) for order, loop in later if _before_and_after(order, loop, uses)]
+        elif uses is not None and not uses.sites:
+            # Nothing in this module traces it: the module's code has run to its end before any other
+            # file can call it, so only a loop that keeps rebinding the name could be seen stale
+            later = [(order, loop) for order, loop in later if loop is not None]
         later = [(order, loop) for order, loop in later
                  if loop is None or not _rebuilt_alike(name, loop, model, owner)]
         if _applied_where_made(fn, model):

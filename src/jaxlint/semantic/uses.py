@@ -231,12 +231,27 @@ class ModuleUses:
                 # `timeit(lambda: step(x), number=1)`: the lambda runs where it is handed on
                 out.sites.append(Site(root, self.model.call_order.get(id(holder), 0), self.loop_of.get(id(holder))))
                 continue
+            elif stop is None and (top := _module_level_def(s, root)) is not None:
+                # a nested function may be handed on and run later, but only once its module-level
+                # def has run: that def's uses, kept open
+                sub = self.uses(top.name, stop, busy)
+                if sub is not None:
+                    sub.lasting = True
             else:
                 return None  # a nested function may be handed on and run later
             if sub is None:
                 return None
             out.merge(sub)
         return out
+
+
+def _module_level_def(scope: Scope, root: Scope) -> Optional[FunctionInfo]:
+    """The module-level def (not a method) a nested function sits in, if any."""
+    while isinstance(scope, FunctionInfo) and scope.parent is not root:
+        scope = scope.parent
+    if isinstance(scope, FunctionInfo) and root.defs.get(scope.name) is scope:
+        return scope
+    return None
 
 
 # Functions that call the callable they are given before they return (timing helpers).
