@@ -1,6 +1,7 @@
 """stale-global: traced code reads a global (or closed-over) name that is rebound after the function is defined."""
 from __future__ import annotations
 
+import ast
 from typing import Iterator, Optional, Union
 
 import libcst as cst
@@ -89,7 +90,8 @@ class StaleGlobal(Rule):
     calls (no other file mentions it) rebinds nothing and is not reported; linted alone, a file's
     setter counts as callable at any time. A loop that rebinds a closed-over name to an
     expression of names it never changes (`env = make_env(name)` on each pass) is taken to rebuild
-    the same value.
+    the same value, and so is a rebinding that sets the same fields to the same constants as the
+    binding before it (`cfg = cfg._replace(mode=FAST)` written again).
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -192,6 +194,7 @@ class StaleGlobal(Rule):
             later = [(order, loop) for order, loop in later if loop is not None]
         later = [(order, loop) for order, loop in later
                  if loop is None or not _rebuilt_alike(name, loop, model, owner)]
+        later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
         if _applied_where_made(fn, model):
             later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
         if any(loop is not None for _order, loop in later):
@@ -430,6 +433,41 @@ def _same_value(name: str, owner: Scope, model: ModuleModel) -> bool:
     return len(codes) == 1 and _constant(values[0], owner, model, first, 0)
 
 
+def _repeated_replace(name: str, order: int, owner: Scope, model: ModuleModel) -> bool:
+    """Whether the binding of `name` at `order` repeats the one in force before it, and that one only set
+    fields to constants: `cfg = cfg._replace(mode=FAST)` written again (`_replace`, `.replace`,
+    `dataclasses.replace`) gives an equal value, so nothing changes."""
+    orders, values = owner.bind_order.get(name, []), owner.assigned.get(name, [])
+    if len(orders) != len(values) or order not in orders:
+        return False
+    i = orders.index(order)
+    if i == 0 or values[i] is None or values[i - 1] is None:
+        return False
+    now, before = values[i], values[i - 1]
+    if not isinstance(now, cst.Call) or _shape_of(now) != _shape_of(before):
+        return False
+    func = now.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("_replace", "replace") \
+            and isinstance(func.value, cst.Name) and func.value.value == name:
+        args = list(now.args)
+    elif model.resolve(func, owner) == "dataclasses.replace" and now.args and isinstance(now.args[0].value, cst.Name) \
+            and now.args[0].value.value == name and now.args[0].keyword is None:
+        args = list(now.args[1:])
+    else:
+        return False
+    return bool(args) and all(a.keyword is not None and _constant(a.value, owner, model, orders[i - 1], 0)
+                              for a in args)
+
+
+def _shape_of(e: cst.BaseExpression) -> str:
+    """An expression's code without its layout (line breaks, trailing commas, spacing)."""
+    code = cst.Module([]).code_for_node(e).strip()
+    try:
+        return ast.dump(ast.parse(code, mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):
+        return code
+
+
 def _constant(e: Optional[cst.BaseExpression], owner: Scope, model: ModuleModel, before: int, depth: int) -> bool:
     """Whether an expression has one value wherever it is evaluated after the stamp `before`: literals,
     arithmetic on them, and names bound in `owner` only to one such value (or once, before `before`)."""
@@ -447,6 +485,8 @@ def _constant(e: Optional[cst.BaseExpression], owner: Scope, model: ModuleModel,
         return True
     if owner is model.root and any(e.value in f.declared_global for f in model.functions):
         return False
+    if e.value in owner.imports and e.value not in owner.assigned and e.value not in owner.ambiguous_imports:
+        return True  # an imported object, never rebound here: one object
     values = owner.assigned.get(e.value, [])
     if not values or any(v is None for v in values):
         return False
