@@ -11,7 +11,7 @@ from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
-from ..semantic.loops import distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant
+from ..semantic.loops import distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, repeating
 from ..syntax import _arg, _int_leaf, _literal_values, _str_leaf, code_of, contains, descendants, dotted, iter_children
 from .base import Rule, Where
 
@@ -576,7 +576,8 @@ class JitInLoop(Rule):
     (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) or a table of settings
     written in the code, or names the code uses as dict keys or attribute names — builds one program
     per item by design and is not flagged; nor is a function that jits a def and is called once per
-    entry of such a table (`for name in SETTINGS: run_setting(name)`). A loop that calls
+    entry of such a table (`for name in SETTINGS: run_setting(name)`). A loop written to run once
+    (`for i in range(1)`, a one-item list) is straight-line code. A loop that calls
     `jax.clear_caches()` recompiles on purpose, and `eqx.filter_jit` of a wrapper built equal on
     every pass (`filter_vmap(Partial(self.sample, kernel))`) hits equinox's cache: neither is flagged.
     Nor are passes that must compile anyway or that keep what they build: a jitted function stored
@@ -838,7 +839,7 @@ class JitInLoop(Rule):
                 self._stored.add(id(node.value))
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
-        loop = where.loop
+        loop = repeating(where.loop)  # (`for i in range(1):` runs its body once)
         func = node.func
         if loop is not None and isinstance(func, cst.Attribute) and func.attr.value in ("append", "add") \
                 and len(node.args) == 1:
@@ -895,6 +896,7 @@ class JitInLoop(Rule):
         but for calls that give (a value computed from) the loop's item to one of the parameters `static`."""
         model = where.model
         for call, scope, loop in model.all_calls:
+            loop = repeating(loop)
             if loop is None:
                 continue
             func = call.func
@@ -951,7 +953,7 @@ class JitInLoop(Rule):
         )
 
     def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:
-        loop = where.loop
+        loop = repeating(where.loop)
         got = where.model.transform_of(node.decorator, where.scope)
         if got is None or got[0].kind not in ("jit", "pjit", "pmap", "filter_jit"):
             return

@@ -6,7 +6,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from ..jaxapi import IMPURE_CALLS, IMPURE_PREFIXES
-from ..syntax import _target_names, descendants, iter_children
+from ..syntax import _target_names, descendants, dotted, iter_children
 from .model import ModuleModel
 from .scopes import FunctionInfo, LoopInfo, Scope
 
@@ -164,3 +164,26 @@ def from_item(expr: cst.BaseExpression, loop: LoopInfo, depth: int = 0) -> bool:
         if any(v is not None and from_item(v, loop, depth + 1) for v in values):
             return True
     return False
+
+
+def single_pass(loop: LoopInfo) -> bool:
+    """A `for` over exactly one item, written so: `range(1)`, `range(k, k + 1)` with literal bounds, a
+    one-element list or tuple literal. Its body runs once, like straight-line code."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    it = node.iter
+    if isinstance(it, (cst.List, cst.Tuple)):
+        return len(it.elements) == 1 and not isinstance(it.elements[0], cst.StarredElement)
+    if isinstance(it, cst.Call) and dotted(it.func) == "range" and 1 <= len(it.args) <= 2 \
+            and all(a.keyword is None and not a.star and isinstance(a.value, cst.Integer) for a in it.args):
+        bounds = [int(a.value.value, 0) for a in it.args]  # type: ignore[attr-defined]
+        return (bounds[0] == 1) if len(bounds) == 1 else (bounds[1] - bounds[0] == 1)
+    return False
+
+
+def repeating(loop: Optional[LoopInfo]) -> Optional[LoopInfo]:
+    """The innermost loop around a place that runs more than once (single-pass loops do not count)."""
+    while loop is not None and single_pass(loop):
+        loop = loop.parent
+    return loop
