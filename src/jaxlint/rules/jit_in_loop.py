@@ -576,7 +576,9 @@ class JitInLoop(Rule):
     (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) or a table of settings
     written in the code, or names the code uses as dict keys or attribute names — builds one program
     per item by design and is not flagged; nor is a function that jits a def and is called once per
-    entry of such a table (`for name in SETTINGS: run_setting(name)`). A loop written to run once
+    entry of such a table (`for name in SETTINGS: run_setting(name)`). A jitted function called with a
+    static argument that is a new instance of a plain class (made on each pass, equal to no other) compiles
+    on each pass wherever it is jitted, and is not flagged. A loop written to run once
     (`for i in range(1)`, a one-item list) is straight-line code. A loop that calls
     `jax.clear_caches()` recompiles on purpose, and `eqx.filter_jit` of a wrapper built equal on
     every pass (`filter_vmap(Partial(self.sample, kernel))`) hits equinox's cache: neither is flagged.
@@ -764,6 +766,28 @@ class JitInLoop(Rule):
         return any(from_item(a, loop) for a in _static_args(loop.node.body, _assigned_names(node, loop),
                                                             params, nums, names, where))
 
+    def _new_static_object(self, jit: cst.Call, applied: cst.Call, where: Where, loop: LoopInfo) -> bool:
+        """Whether the jitted function is called, on each pass, with a static argument that is a new instance
+        of a class comparing by identity (made on that pass): JAX keys its cache on static arguments by
+        equality, so every pass compiles anew wherever the function is jitted."""
+        nums, names = _static_positions(jit)
+        if not (nums or names):
+            return False
+        model = where.model
+        made_here = {name for name, values in loop.bound.items()
+                     if values and all(v is not None and model.identity_instance(v, where.scope) for v in values)}
+        i = 0
+        for a in applied.args:
+            if a.star:
+                return False
+            static = (a.keyword.value in names) if a.keyword is not None else (i in nums)
+            if a.keyword is None:
+                i += 1
+            if static and (model.identity_instance(a.value, where.scope)
+                           or isinstance(a.value, cst.Name) and a.value.value in made_here):
+                return True
+        return False
+
     def _static_from_item(self, fn: FunctionInfo, loop: LoopInfo, where: Where) -> bool:
         """`@partial(jax.jit, static_argnames="tiling") def run(x, tiling)` called in the loop with a tiling
         computed from the item: each pass compiles for its own static value wherever the def is."""
@@ -798,6 +822,8 @@ class JitInLoop(Rule):
             return True  # each pass jits its item's function, or calls with its item as a static argument
         if any(_called_with_item_shapes(name, loop, where) for name in sorted(_assigned_names(node, loop))):
             return True  # `qr = jax.jit(lambda g: ...)` then called with this configuration's arrays
+        if applied is not None and self._new_static_object(node, applied, where, loop):
+            return True  # `jit(f, static_argnums=0)(Likelihood(...), x)`: a static argument equal to no earlier one
         if applied is not None and any(_shaped_item(a.value, loop, where) for a in applied.args):
             return True  # `jax.jit(f)(arg)` over arrays of different shapes: each pass traces anew anyway
         if _options_vary(node, loop):

@@ -579,7 +579,7 @@ class ModuleModel:
                           module_kind=self.frameworks.kind(c), python_attributes=self.frameworks.python_attributes(c),
                           registers_subclasses=c.registers_subclasses, registers_classes=c.registers_classes,
                           bases=tuple(f"local:{b}" if b in self.root.classes else b for b in c.bases),
-                          pinned_methods=self._pinned_methods(c))
+                          pinned_methods=self._pinned_methods(c), identity_hash=identity_hash(c))
 
     def _pinned_methods(self, cls: ClassInfo) -> frozenset[str]:
         """Methods of `cls` that its own methods store on the instance (`self.next = self.next`,
@@ -594,6 +594,18 @@ class ModuleModel:
                         and target.value.value == me and target.attr.value in cls.defs:
                     out.add(target.attr.value)
         return frozenset(out)
+
+    def identity_instance(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether an expression makes a new instance of a class that compares by identity (a constructor
+        call of a plain class of this module or of another project file): equal to no other."""
+        if not isinstance(value, cst.Call):
+            return False
+        cls = self.class_named(value.func, scope) if isinstance(value.func, cst.Name) else None
+        if cls is not None:
+            return identity_hash(cls)
+        qual = self.resolve(value.func, scope)
+        facts = self.project.lookup(qual) if qual is not None and self.project is not None else None
+        return facts is not None and facts.identity_hash
 
     def pinned_method(self, expr: cst.Attribute, scope: Scope) -> bool:
         """Whether `obj.name` reads a method the instance's class stores on the instance (so the same object
@@ -1467,6 +1479,13 @@ def _mentions_static_fact(e: cst.BaseExpression) -> bool:
         return True
     e.visit(_Seek())
     return found
+
+
+def identity_hash(cls: ClassInfo) -> bool:
+    """A plain class (no base but `object`, no decorator, no `__eq__`/`__hash__`): its instances compare
+    and hash by identity."""
+    return all(b in ("object", "builtins.object") for b in cls.bases) and not cls.decorators \
+        and "__eq__" not in cls.defs and "__hash__" not in cls.defs and not cls.pytree
 
 
 def _reads_own_field(e: cst.BaseExpression, owner: str, fields: set[str]) -> bool:

@@ -89,6 +89,9 @@ class ClassFacts:
     # Methods its own methods store on the instance (`self.next = self.next` in `__post_init__`): reading
     # `obj.next` gives that one stored object, not a new bound method.
     pinned_methods: frozenset[str] = frozenset()
+    # Instances compare and hash by identity (a plain class: no base but `object`, no decorator, no
+    # `__eq__`/`__hash__`): two instances are never equal, so as static arguments they never share a trace.
+    identity_hash: bool = False
 
 
 @dataclass
