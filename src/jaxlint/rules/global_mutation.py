@@ -217,7 +217,10 @@ class GlobalMutation(Rule):
 
     ## Known limitations
     Method calls on objects of unknown type are only flagged for list/set-only methods (`append`,
-    `extend`, `add`, …): `update` or `pop` may be pure APIs such as an optimizer's `update`.
+    `extend`, `add`, …): `update` or `pop` may be pure APIs such as an optimizer's `update`. Code past
+    `if key is None: return`, where `key` comes from a helper of the module that returns None when it
+    cannot convert an array to Python values (`float(arr[0])` in a `try`), runs only outside a trace and
+    is not flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/stateful-computations.html

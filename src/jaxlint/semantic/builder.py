@@ -388,7 +388,8 @@ class _Builder:
         self.branches = branches
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
-            self.guards = self.guards | flag_tests(node.test, False) | {f"exit:{id(node)}"}
+            self.guards = self.guards | flag_tests(node.test, False) | ident_tests(node.test, False) \
+                | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
 
     def _module_test(self, e: cst.BaseExpression, scope: Scope) -> Optional[bool]:

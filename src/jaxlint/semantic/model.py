@@ -1056,9 +1056,29 @@ class ModuleModel:
     def traced_function(self, scope: Scope, guards: frozenset[str] = frozenset()) -> Optional[FunctionInfo]:
         """The innermost function around a node, if JAX traces it (and the node's branch can run traced)."""
         fn = scope.function_scope()
-        if fn is None or not fn.traced or dead_branch(fn, guards):
+        if fn is None or not fn.traced or dead_branch(fn, guards) or self._probed_none(fn, guards):
             return None
         return fn
+
+    def _probed_none(self, fn: FunctionInfo, guards: frozenset[str]) -> bool:
+        """Past `if key is None: return`, where `key = probe(x)` and `probe` is a function of this module that
+        returns None when the value it converts to a Python one (`float(x[0])` in a `try`) is a tracer, as
+        every array is under a trace: the code runs only outside a trace."""
+        for g in guards:
+            if not g.startswith("isnot:None:"):
+                continue
+            name = g[11:]
+            values = fn.assigned.get(name, [])
+            if len(values) != 1 or fn.param(name) is not None or not isinstance(values[0], cst.Call):
+                continue
+            call = values[0]
+            ref = self.resolve_callable(call.func, fn)
+            if ref is None or ref.offset or not call.args or call.args[0].keyword is not None or call.args[0].star:
+                continue
+            probed = _none_when_converted(ref.fn)
+            if probed is not None and probed == (ref.fn.params[0].name if ref.fn.params else None):
+                return True  # (under a trace every array a function computes or is given is a tracer)
+        return False
 
     def probed(self, node: cst.CSTNode, scope: Scope) -> bool:
         """Whether a node runs in the body of a `try` whose handler catches what tracing raises
@@ -1121,7 +1141,7 @@ class ModuleModel:
         fn = scope.function_scope()
         if fn is None or not fn.traced:
             return None
-        if dead_branch(fn, guards):
+        if dead_branch(fn, guards) or self._probed_none(fn, guards):
             return None
         values = Values(self, fn)
         values._static_override = set(guards)
@@ -1479,6 +1499,63 @@ def _mentions_static_fact(e: cst.BaseExpression) -> bool:
         return True
     e.visit(_Seek())
     return found
+
+
+_CONVERSIONS = frozenset({"float", "int", "bool", "complex"})
+
+
+def _none_when_converted(fn: FunctionInfo) -> Optional[str]:
+    """The parameter a probe function converts to a Python value, when it returns None for a tracer: its
+    body is a `try` (after a docstring) whose handlers all `return None`, and whose every other `return`
+    gives None or converts that parameter (`float(arr[0])`, `int(arr.sum())`), which raises on a tracer."""
+    node = fn.node
+    if not isinstance(node, cst.FunctionDef) or not fn.params or not isinstance(node.body, cst.IndentedBlock):
+        return None
+    name = fn.params[0].name
+    body = [s for s in node.body.body if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                               and isinstance(s.body[0], cst.Expr)
+                                               and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+    if len(body) != 1 or not isinstance(body[0], cst.Try) or not body[0].handlers:
+        return None
+    attempt = body[0]
+
+    def none(e: Optional[cst.BaseExpression]) -> bool:
+        return e is None or (isinstance(e, cst.Name) and e.value == "None")
+
+    for h in attempt.handlers:
+        returns = _returns(h.body)
+        if not returns or not all(none(r.value) for r in returns) or not _always_returns(h.body):
+            return None
+    returns = _returns(attempt.body)
+    if not returns:
+        return None
+    for r in returns:
+        if none(r.value):
+            continue
+        if not any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value in _CONVERSIONS
+                   and c.args and _mentions_value(c.args[0].value, name) for c in descendants(r.value)):
+            return None
+    return name
+
+
+def _mentions_value(e: cst.BaseExpression, name: str) -> bool:
+    """Whether `e` reads the values of `name` (`arr[0]`, `arr.sum()`), not only its shape or dtype."""
+    stack: list[cst.CSTNode] = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Attribute) and n.attr.value in ("shape", "ndim", "dtype", "size"):
+            continue
+        if isinstance(n, cst.Name) and n.value == name:
+            return True
+        stack.extend(iter_children(n))
+    return False
+
+
+def _always_returns(block: cst.BaseSuite) -> bool:
+    """Whether a handler's block ends in a `return` (it does not fall through to code after the `try`)."""
+    stmts = block.body if isinstance(block, cst.IndentedBlock) else []
+    last = stmts[-1] if stmts else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in last.body)
 
 
 def identity_hash(cls: ClassInfo) -> bool:
