@@ -1075,7 +1075,10 @@ class ModuleModel:
             ref = self.resolve_callable(call.func, fn)
             if ref is None or ref.offset or not call.args or call.args[0].keyword is not None or call.args[0].star:
                 continue
-            probed = _none_when_converted(ref.fn)
+            known = self.__dict__.setdefault("_probes", {})
+            if id(ref.fn) not in known:
+                known[id(ref.fn)] = _none_when_converted(ref.fn)
+            probed = known[id(ref.fn)]
             if probed is not None and probed == (ref.fn.params[0].name if ref.fn.params else None):
                 return True  # (under a trace every array a function computes or is given is a tracer)
         return False
