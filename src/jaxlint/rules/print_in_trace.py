@@ -121,7 +121,7 @@ def _is_warning(expr: cst.BaseExpression) -> bool:
 
 # A warning or a caveat (`"Note: ... ignores the corrections"`), or a message that says it is printed
 # while compiling (`"Compiling train step..."`).
-_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat|\bcompil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b"
+_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat|\b(re)?compil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b"
                       r"|^\W*(note|caution|notice|attention)\b", re.IGNORECASE)
 
 
