@@ -336,9 +336,7 @@ class GlobalMutation(Rule):
             if model.owner_of(value.value, where.scope) is root and value.value not in root.assigned \
                     and (value.value in root.imports or value.value in root.classes):
                 return True  # an imported function, module or constant, or a class: made before any trace
-            if model.owner_of(value.value, where.scope) is root and len(root.assigned.get(value.value, [])) == 1 \
-                    and root.bind_loops.get(value.value, [None]) == [None] \
-                    and not any(value.value in f.declared_global for f in model.functions):
+            if model.owner_of(value.value, where.scope) is root and model.bound_once(value.value):
                 return True  # bound once, by module code, before any trace: the same object on every call
             fn = where.function
             if fn is not None and value.value in fn.imports and value.value not in fn.assigned:

@@ -12,7 +12,9 @@ from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
 from ..semantic.loops import distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, repeating
-from ..syntax import _arg, _int_leaf, _literal_values, _str_leaf, code_of, contains, descendants, dotted, iter_children
+from ..syntax import (
+    _arg, _int_leaf, _literal_values, _str_leaf, args_at, code_of, contains, descendants, dotted, iter_children,
+)
 from .base import Rule, Where
 
 
@@ -475,28 +477,20 @@ def _static_args(body: cst.CSTNode, callee: set[str], params: list[str], nums: s
     """The arguments calls under `body` give to the static parameters of a jitted function bound to one of
     `callee` (`f(a, n)`, or `partial(f, a, n)` which fills the same positions)."""
     out: list[cst.BaseExpression] = []
+    positions = tuple(sorted(nums | {i for i, p in enumerate(params) if p in names}))
+    keywords = tuple(sorted(names))
     for call in descendants(body):
         if not isinstance(call, cst.Call):
             continue
-        args = list(call.args)
+        args = call.args
         if isinstance(call.func, cst.Name) and call.func.value in callee:
             pass
         elif where.resolve(call.func) == "functools.partial" and args and args[0].keyword is None \
                 and isinstance(args[0].value, cst.Name) and args[0].value.value in callee:
-            args = args[1:]
+            call = call.with_changes(args=args[1:])  # the partial fills the callee's positions from its second
         else:
             continue
-        i = 0
-        for a in args:
-            if a.star:
-                break
-            if a.keyword is not None:
-                if a.keyword.value in names:
-                    out.append(a.value)
-                continue
-            if i in nums or (i < len(params) and params[i] in names):
-                out.append(a.value)
-            i += 1
+        out += args_at(call, positions, keywords)
     return out
 
 
@@ -776,17 +770,8 @@ class JitInLoop(Rule):
         model = where.model
         made_here = {name for name, values in loop.bound.items()
                      if values and all(v is not None and model.identity_instance(v, where.scope) for v in values)}
-        i = 0
-        for a in applied.args:
-            if a.star:
-                return False
-            static = (a.keyword.value in names) if a.keyword is not None else (i in nums)
-            if a.keyword is None:
-                i += 1
-            if static and (model.identity_instance(a.value, where.scope)
-                           or isinstance(a.value, cst.Name) and a.value.value in made_here):
-                return True
-        return False
+        return any(model.identity_instance(a, where.scope) or isinstance(a, cst.Name) and a.value in made_here
+                   for a in args_at(applied, tuple(sorted(nums)), tuple(sorted(names))))
 
     def _static_from_item(self, fn: FunctionInfo, loop: LoopInfo, where: Where) -> bool:
         """`@partial(jax.jit, static_argnames="tiling") def run(x, tiling)` called in the loop with a tiling

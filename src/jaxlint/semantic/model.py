@@ -1301,13 +1301,20 @@ class ModuleModel:
                     out.setdefault(id(fn), {})[name] = known[name]
         return out
 
-    def _constant_truth(self, name: str) -> Optional[bool]:
+    def bound_once(self, name: str) -> bool:
+        """Whether a module-level name is bound exactly once, by module code outside a loop, and declared
+        `global` by no function: the same object from then on."""
         root = self.root
-        values = root.assigned.get(name, [])
-        if len(values) != 1 or name in root.defs or name in root.classes or name in root.imports \
-                or any(name in f.declared_global for f in self.functions):
-            return None
-        v = values[0]
+        if len(root.assigned.get(name, [])) != 1 or root.bind_loops.get(name, [None]) != [None] \
+                or name in root.defs or name in root.classes or name in root.imports:
+            return False
+        rebound = self.__dict__.get("_global_names")
+        if rebound is None:
+            rebound = self.__dict__["_global_names"] = {n for f in self.functions for n in f.declared_global}
+        return name not in rebound
+
+    def _constant_truth(self, name: str) -> Optional[bool]:
+        v = self.root.assigned[name][0] if self.bound_once(name) else None
         if isinstance(v, cst.Name) and v.value in ("True", "False", "None"):
             truth = v.value == "True"
         elif isinstance(v, cst.Integer):

@@ -724,18 +724,9 @@ def _partial_bound_traced(m: ModuleModel, fexpr: cst.BaseExpression, fn: Functio
     if ref is not None and ref.fn is fn:
         offset = ref.offset
     values = Values(m, site_fn)
-    positional = [p for p in fn.params if p.index is not None and not p.star]
-    taken = 0
-    for a in fexpr.args[1:]:
-        if a.star:
-            continue
-        name = None
-        if a.keyword is not None:
-            name = a.keyword.value if fn.param(a.keyword.value) is not None else None
-        else:
-            name = positional[offset + taken].name if offset + taken < len(positional) else None
-            taken += 1
-        if name is not None and values.traced(a.value):
+    given = _filled(fn, offset, [a for a in fexpr.args[1:] if not a.star]) or {}
+    for name, a in given.items():
+        if fn.param(name) is not None and values.traced(a.value):
             out.add(name)
             if values.is_pytree(a.value):
                 trees.add(name)
