@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 import libcst as cst
 
@@ -20,7 +21,8 @@ class PrintInTrace(Rule):
     only when it is a bare literal message such as `print("step")`, which reads as if it ran on every
     call. Messages built from static values (shapes, configuration), literal warnings and caveats
     (`print("WARNING: ... is deprecated")`, `print("Note: this ignores ...")`), messages that announce compiling or tracing
-    (`print("Compiling train step...")`) and messages in an arm of an `if` on configuration
+    (`print("Compiling train step...")`), the other literal messages of a function that prints such an
+    announcement (its progress report while tracing) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
     reported.
 
@@ -82,7 +84,7 @@ class PrintInTrace(Rule):
             # a message in an arm of an `if` on configuration (it says which path is being traced). Only
             # a bare literal message under jit misleads about when it runs.
             if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
-                    or where.model.in_static_branch(node, where.scope, where.guards):
+                    or where.model.in_static_branch(node, where.scope, where.guards) or _announces_tracing(fn.node):
                 return
         if fn.cached:
             what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
@@ -110,19 +112,45 @@ def _is_text(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def _is_warning(expr: cst.BaseExpression) -> bool:
-    """A literal message that announces itself as a warning, a deprecation notice or trace-time work."""
+def _literal_text(expr: cst.BaseExpression) -> Optional[str]:
+    """The text of a literal string message, or None."""
     try:
         text = expr.evaluated_value if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)) else None
     except Exception:  # noqa: BLE001 - libcst cannot evaluate some byte/escape forms
-        return False
-    return isinstance(text, str) and _WARNING.search(text) is not None
+        return None
+    return text if isinstance(text, str) else None
 
 
-# A warning or a caveat (`"Note: ... ignores the corrections"`), or a message that says it is printed
-# while compiling (`"Compiling train step..."`).
-_WARNING = re.compile(r"\bwarn(ing)?\b|deprecat|\b(re)?compil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b"
-                      r"|^\W*(note|caution|notice|attention)\b", re.IGNORECASE)
+def _is_warning(expr: cst.BaseExpression) -> bool:
+    """A literal message that announces itself as a warning, a deprecation notice or trace-time work."""
+    text = _literal_text(expr)
+    return text is not None and _WARNING.search(text) is not None
+
+
+def _announces_tracing(fn_node: cst.CSTNode) -> bool:
+    """Whether the function prints a literal message saying it is being compiled or traced
+    (`print("step recompiled")`): its other literal prints are the same trace-time progress report."""
+    found = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn_node  # the function's own body, not nested functions
+
+        def visit_Call(self, node: cst.Call) -> None:
+            text = _literal_text(node.args[0].value) if node.args else None
+            if isinstance(node.func, cst.Name) and node.func.value == "print" and text is not None \
+                    and _TRACING.search(text) is not None:
+                found.append(node)
+
+    fn_node.visit(_Finder())
+    return bool(found)
+
+
+# A message that says it is printed while compiling (`"Compiling train step..."`, `"step recompiled"`).
+_TRACING = re.compile(r"\b(re)?compil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b", re.IGNORECASE)
+# ... or a warning or a caveat (`"Note: ... ignores the corrections"`).
+_WARNING = re.compile(_TRACING.pattern + r"|\bwarn(ing)?\b|deprecat|^\W*(note|caution|notice|attention)\b",
+                      re.IGNORECASE)
 
 
 def _formats_traced(expr: cst.BaseExpression, where: Where) -> bool:
