@@ -57,6 +57,7 @@ class ProjectIndex:
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
         self._field_fns: dict[str, frozenset[str]] = {}  # per file: functions returning a static field declaration
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
+        self._python_params: dict[str, dict[str, tuple[tuple[str, Optional[int]], ...]]] = {}  # per file: parameters declared Python values
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
         # Files that parse but whose summaries could not be computed, with the fault: each such file tells
         # the others nothing (its classes, static helpers, key-consuming functions), so tests watch this.
@@ -144,6 +145,7 @@ class ProjectIndex:
         self._host_fns[path] = frozenset()
         self._field_fns[path] = frozenset()
         self._element_fns[path] = {}
+        self._python_params[path] = {}
         self._key_fns[path] = {}
         self._imports[path] = {}
         self._reading.append(path)
@@ -180,6 +182,7 @@ class ProjectIndex:
             self._host_fns[path] = model.host_decorators()
             self._field_fns[path] = model.static_field_makers()
             self._element_fns[path] = model.static_elements()
+            self._python_params[path] = model.python_parameters()
             self._key_fns[path] = module_key_params(model)
         except (OSError, UnicodeError, cst.ParserSyntaxError):
             pass  # a file that cannot be read or parsed tells nothing
@@ -358,7 +361,8 @@ class ProjectIndex:
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               set_elsewhere=lambda name: self.sets_global(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
-                              static_elements=summary(self._element_fns), key_params=summary(self._key_fns),
+                              static_elements=summary(self._element_fns),
+                              python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property)
 

@@ -398,7 +398,8 @@ def _names_used_as_keys(node: cst.CSTNode) -> set[str]:
 
 def _names_used_statically(node: cst.CSTNode, where: Where) -> set[str]:
     """Names a body uses where JAX needs a Python value — a shape or size (`jnp.zeros((n, 3))`), a dtype
-    (`dtype=dt`, `x.astype(dt)`, `random.normal(key, shape, dt)`): a function reading the loop item there is
+    (`dtype=dt`, `x.astype(dt)`, `random.normal(key, shape, dt)`), an argument of a parameter declared a
+    Python value (`kernel(x, block=b)` with `block: int`): a function reading the loop item there is
     a different program for each item, and taking the item as an argument would have to make it static."""
     out: set[str] = set()
     for n in descendants(node):
@@ -418,6 +419,7 @@ def _names_used_statically(node: cst.CSTNode, where: Where) -> set[str]:
                 v = _arg(n, DTYPE_ARGS[q], "dtype")
                 if v is not None:
                     used.append(v)
+        used += where.model.python_value_args(n, where.scope)  # `kernel(x, block=b)` with `block: int`
         for v in used:
             out |= _names_in(v)
     # `f(*args)[i]` where `f` gives a tuple: a tuple takes only a Python int as index, never a traced one
@@ -581,8 +583,9 @@ class JitInLoop(Rule):
     options or a static argument that take (a value computed from) the pass's item; a loop over arrays
     of different shapes; the item used as the index of a returned tuple; a jitted def that calls a
     function its enclosing function builds from a factory on each call (an optimizer's update); a
-    jitted def used only inside other traced functions. Whether a parameter of a function of another
-    module is static is not known: a `partial` binding the item to it is still flagged.
+    jitted def used only inside other traced functions. The item bound (by a `partial` or a closure) to a
+    parameter its function declares a Python value (`block: int`, `mode: str`, in this file or another
+    project file) is a different program for each item: a tuning sweep over block sizes is not flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching

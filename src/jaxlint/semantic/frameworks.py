@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 ARRAY, VARIABLE, MODULE, MODULES, CONFIG, PYTHON = "array", "variable", "module", "modules", "config", "python"
 _LEAVES = frozenset({ARRAY, VARIABLE, MODULE, MODULES})
 _SETTINGS = frozenset({CONFIG, PYTHON})
-_SCALARS = frozenset({"int", "float", "bool", "str", "complex"})
 _SEQUENCES = frozenset({"list", "List", "tuple", "Tuple", "Sequence"})
 
 
@@ -294,7 +293,7 @@ class Frameworks:
             if any(a.keyword is not None and a.keyword.value == "static" for a in node.value.args):
                 return (CONFIG, None)
         ann = node.annotation.annotation
-        if self._scalar_annotation(ann):
+        if self.m.scalar_annotation(ann):
             return (PYTHON, None)
         if isinstance(ann, cst.Subscript) and (dotted_head(ann.value) or "") in _SEQUENCES:
             inner = ann.slice[0].slice if ann.slice else None
@@ -356,32 +355,13 @@ class Frameworks:
                 sub = self.m.root.classes.get(p.annotation or "")
                 if sub is not None and self.kind(sub):
                     return (MODULE, sub)
-                if p.annotation_expr is not None and self._scalar_annotation(p.annotation_expr):
+                if p.annotation_expr is not None and self.m.scalar_annotation(p.annotation_expr):
                     return (PYTHON, None)  # `def __init__(self, n: int): self.n = n`
                 return (CONFIG, None) if p.annotation not in (None, "Any") else (None, None)
         if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)) or (
                 isinstance(value, cst.Name) and value.value in ("True", "False", "None")):
             return (PYTHON, None)
         return (None, None)
-
-    def _scalar_annotation(self, ann: cst.BaseExpression) -> bool:
-        """`int`, `str`, `Optional[bool]`, `float | None`, `tuple[int, ...]`: a Python scalar or a tuple of them."""
-        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
-            parts = [ann.left, ann.right]
-            return all(self._scalar_annotation(p) for p in parts if not _is_none(p)) and not all(map(_is_none, parts))
-        if isinstance(ann, cst.Name):
-            return ann.value in _SCALARS and self.m.owner_of(ann.value, self.m.root) is None
-        if isinstance(ann, cst.Subscript):
-            head = dotted_head(ann.value)
-            args = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
-            if len(args) != len(ann.slice) or not args:
-                return False
-            if head == "Optional":
-                return self._scalar_annotation(args[0])
-            if head in ("tuple", "Tuple", "Union"):
-                rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_none(a)]
-                return bool(rest) and all(self._scalar_annotation(a) for a in rest)
-        return False
 
     def _local_variable(self, name: str) -> bool:
         """A Variable subclass of this module (`class Count(nnx.Variable)`)."""

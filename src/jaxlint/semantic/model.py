@@ -24,7 +24,7 @@ from ..jaxapi import (
     static_wrapper,
 )
 from ..syntax import (
-    _arg, _is_const, _is_literal, _returns, annotation_name, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+    _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, only_called, plain_annotation,
 )
 from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
 from .frameworks import Frameworks
@@ -34,6 +34,11 @@ from .scopes import (
 from .refs import pallas_refs
 from .traced import _Tracer, ExternalCall
 from .values import Values, flax_collections
+
+
+_SCALARS = frozenset({"int", "float", "bool", "str", "complex"})
+# Annotations of values a function uses as Python values, never as array data (a float may be either).
+_DECLARED_PYTHON = frozenset({"int", "bool", "str"})
 
 
 class ModuleModel:
@@ -745,6 +750,67 @@ class ModuleModel:
         pytrees = {fn.params[0].name} if fn.is_method and fn.params else set()
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
         return flags is not None and not any(flags)
+
+    def scalar_annotation(self, ann: cst.BaseExpression, kinds: frozenset[str] = _SCALARS) -> bool:
+        """`int`, `str`, `Optional[bool]`, `float | None`, `tuple[int, ...]`: a Python scalar of `kinds` or a
+        tuple of them (the names not rebound by this module)."""
+        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+            parts = [ann.left, ann.right]
+            return all(self.scalar_annotation(p, kinds) for p in parts if not _is_const(p, "None")) \
+                and not all(_is_const(p, "None") for p in parts)
+        if isinstance(ann, cst.Name):
+            return ann.value in kinds and self.owner_of(ann.value, self.root) is None
+        if isinstance(ann, cst.Subscript):
+            head = (dotted(ann.value) or "").rpartition(".")[2]
+            args = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+            if len(args) != len(ann.slice) or not args:
+                return False
+            if head == "Literal":
+                return all(isinstance(a, (cst.SimpleString, cst.Integer)) or _is_const(a, "True") or _is_const(a, "False")
+                           for a in args)
+            if head == "Optional":
+                return self.scalar_annotation(args[0], kinds)
+            if head in ("tuple", "Tuple", "Union"):
+                rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_const(a, "None")]
+                return bool(rest) and all(self.scalar_annotation(a, kinds) for a in rest)
+        return False
+
+    def declared_python_params(self, fn: FunctionInfo) -> frozenset[str]:
+        """The parameters a function declares to be Python values that JAX cannot trace as data: `int`, `str`,
+        `bool` (optional, a union or tuple of them, a `Literal`). A kernel's `block_size: int`, a `mode: str`."""
+        return frozenset(p.name for p in fn.params if p.annotation_expr is not None and not p.star
+                         and self.scalar_annotation(p.annotation_expr, _DECLARED_PYTHON))
+
+    def python_parameters(self) -> dict[str, tuple[tuple[str, Optional[int]], ...]]:
+        """Module-level functions with parameters declared Python values (see `declared_python_params`):
+        name -> those parameters with their positions (None for keyword-only ones)."""
+        out: dict[str, tuple[tuple[str, Optional[int]], ...]] = {}
+        for name, fn in self.root.defs.items():
+            if not fn.is_method and isinstance(fn.node, cst.FunctionDef):
+                names = self.declared_python_params(fn)
+                if names:
+                    out[name] = tuple((p.name, p.index) for p in fn.params if p.name in names)
+        return out
+
+    def python_value_args(self, call: cst.Call, scope: Scope) -> list[cst.BaseExpression]:
+        """The arguments a call (or a `partial` of a function) gives to parameters its function declares
+        Python values (`kernel(x, block=b)` with `block: int`), for a function of this module or of
+        another project file."""
+        if self.resolve(call.func, scope) == "functools.partial" and call.args and call.args[0].keyword is None:
+            func, call = call.args[0].value, call.with_changes(args=call.args[1:])
+        else:
+            func = call.func
+        ref = self.resolve_callable(func, scope) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if ref is not None:
+            names = self.declared_python_params(ref.fn)
+            params = [(p.name, p.index - ref.offset if p.index is not None else None)
+                      for p in ref.fn.params if p.name in names]
+        else:
+            qual = self.resolve(func, scope) if self.project is not None else None
+            params = list(self.project.python_params(qual) or ()) if qual is not None else []  # type: ignore[union-attr]
+        if not params:
+            return []
+        return args_at(call, tuple(i for _, i in params if i is not None and i >= 0), tuple(n for n, _ in params))
 
     def static_elements(self) -> dict[str, tuple[bool, ...]]:
         """Module-level functions returning a tuple some of whose elements are Python values even when every

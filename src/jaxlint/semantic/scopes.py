@@ -127,6 +127,8 @@ class ProjectClasses:
     # A function of another project file returning a tuple: True for each element that is a Python value
     # whatever the arguments (`batch_shape, total, n, payload = prepare(b)`), None when not known.
     static_elements: "Callable[[str], Optional[tuple[bool, ...]]]" = lambda qualname: None
+    # A function of another project file: its parameters declared Python values (`block: int`, `mode: str`).
+    python_params: "Callable[[str], Optional[tuple[tuple[str, Optional[int]], ...]]]" = lambda qualname: None
     # A function of another project file that consumes a PRNG key it is given (samples from it or splits
     # it): the consumed parameters with their positions (None for keyword-only); None when it consumes none.
     key_params: "Callable[[str], Optional[tuple[tuple[str, Optional[int]], ...]]]" = lambda qualname: None
