@@ -183,7 +183,8 @@ class ModuleUses:
              ) -> Optional[Uses]:
         """The module-level calls (or, with `stop`, the calls in that function) that can run the module-level
         function or class `name`, following the module-level functions that use it; None when some
-        reference may run it at a time this cannot tell (handed on, stored, called from a nested function)."""
+        reference may run it at a time this cannot tell (stored, called from a nested function). A call it
+        is handed to is a site from which it may run at any later time."""
         root = self.model.root
         if name in busy:
             return Uses(lasting=name in root.classes)
@@ -204,22 +205,28 @@ class ModuleUses:
                 # it runs only while the function or class is already in use (recursion, `isinstance(o, C)`)
                 out.lasting = out.lasting or r.kind != "call"
                 continue
-            if r.alias is not None and r.scope is root and r.kind != "call":  # (a call's result is not f)
-                sub = self.uses(r.alias, stop, busy)
-                if sub is None:
-                    return None
+            sub = self.uses(r.alias, stop, busy) \
+                if r.alias is not None and r.scope is root and r.kind != "call" else None  # (a call's result is not f)
+            kept = sub is None and r.alias is not None and r.scope is root and r.kind == "arg" \
+                and r.call is not None and not self._transform(r.call, root)  # `solver = Minimizer(loss)`
+            if sub is not None:
                 if r.call is not None and self._cached_alias(r.call, r.scope, r.alias):
                     for site in sub.sites:
                         site.cached = True
                 out.merge(sub)
                 if r.kind == "other" or r.call is None or not self._immediate(r.call, r.scope):
                     continue  # `g = f`, `step = jax.jit(f)`: f runs where g or step does
-            elif r.kind == "other" or r.call is None or (r.kind == "arg" and not self._immediate(r.call, r.scope)
-                                                         and not self._called_where_made(r.call, r.scope)):
+            elif r.alias is not None and r.scope is root and r.kind != "call" and not kept:
                 return None
+            elif r.kind == "other" or r.call is None:
+                return None
+            # handed to a call that may keep it (`minimize(fun=loss)`, `MCMC(NUTS(model))`): it can run,
+            # through whatever cache the callee keeps, from that call on, but not before it
+            handed = r.kind == "arg" and not self._immediate(r.call, r.scope) and not self._called_where_made(r.call, r.scope)
             s = r.scope
             if s is root or s is stop:
-                out.sites.append(Site(s, self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call))))
+                out.sites.append(Site(s, self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call)), handed))
+                out.lasting = out.lasting or handed
                 continue
             if isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
                 sub = self.uses(s.name, stop, busy)
@@ -241,6 +248,10 @@ class ModuleUses:
                 return None  # a nested function may be handed on and run later
             if sub is None:
                 return None
+            if handed:
+                sub.lasting = True
+                for site in sub.sites:
+                    site.cached = True
             out.merge(sub)
         return out
 
