@@ -89,7 +89,11 @@ class ProjectIndex:
             return self.by_module[module]
         path = None
         if module:
-            for root in self._roots:
+            head = module.split(".")[0]
+            # a root named like the module's first part may be a portion of a namespace package
+            # (`src/galax/` without `__init__.py` holding the package `potential`): `galax.potential...`
+            # is found from the folder above it
+            for root in self._roots + [os.path.dirname(r) for r in self._roots if os.path.basename(r) == head]:
                 base = os.path.join(root, *module.split("."))
                 path = next((c for c in (base + ".py", os.path.join(base, "__init__.py")) if os.path.isfile(c)), None)
                 if path is not None:

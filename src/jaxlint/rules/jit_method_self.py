@@ -20,7 +20,9 @@ class JitMethodSelf(Rule):
     `@jax.tree_util.register_pytree_node_class`, `register_dataclass`, a subclass of a base whose
     `__init_subclass__` registers `cls`, a class made by a metaclass that registers it). A method of an
     abstract base (it declares abstract methods) is not flagged when every subclass the project defines
-    is a registered pytree.
+    is a registered pytree. Nor is a method of a class derived (through the project's classes) from a
+    class of a package outside the project other than the standard library, JAX and the model
+    libraries: whether that base makes its instances pytrees cannot be read.
 
     ## Why is this bad?
     `jax.jit` traces every non-static argument, and `self` is an argument. An ordinary object is not a
@@ -89,6 +91,8 @@ class JitMethodSelf(Rule):
     def _method(self, fn: Optional[FunctionInfo], model: ModuleModel) -> Optional[FunctionInfo]:
         if fn is None or not fn.is_method or fn.cls is None or model.instances_are_pytrees(fn.cls):
             return None
+        if model.opaque_base(fn.cls):
+            return None  # a base from a package jaxlint cannot see may make the instances pytrees
         if fn.shadowed:
             return None  # defined again further down the class body: this def is never bound
         if not isinstance(fn.node, cst.FunctionDef):

@@ -4,10 +4,13 @@
 # static, following transforms, control-flow bodies and helper calls to a fixed point. Rules only ask.
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
+import os
+import sys
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -37,6 +40,8 @@ from .values import Values, flax_collections
 
 
 _SCALARS = frozenset({"int", "float", "bool", "str", "complex"})
+# Packages whose classes jaxlint knows (what is a pytree, a model module, a plain object).
+_KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "haiku", "optax", "chex"})
 # Annotations of values a function uses as Python values, never as array data (a float may be either).
 _DECLARED_PYTHON = frozenset({"int", "bool", "str"})
 
@@ -414,6 +419,55 @@ class ModuleModel:
         here = [c.pytree for c in self.root.classes.values() if c is not cls and cls.name in c.bases]
         elsewhere = [f.pytree for f in self.project.subclasses(cls.name)] if self.project is not None else []
         return bool(here + elsewhere) and all(here + elsewhere)
+
+    def opaque_base(self, cls: ClassInfo) -> bool:
+        """Whether a class derives (through its bases here and in the project's files) from a class of a
+        package outside the project that is not the standard library nor JAX or a model library: what its
+        instances are (a pytree, hashable) is not known (`class Orbit(coordinax.AbstractCoordinate)`)."""
+        seen: set[str] = set()
+
+        def opaque(bases: Iterable[str], depth: int) -> bool:
+            for b in bases:
+                if b in seen or depth > 8:
+                    continue
+                seen.add(b)
+                local = self.root.classes.get(b)
+                if local is not None:
+                    if local is not cls and opaque(local.bases, depth + 1):
+                        return True
+                    continue
+                if "." not in b:
+                    if not hasattr(builtins, b):
+                        return True  # a name from `import *` or a dynamic base
+                    continue
+                head = b.split(".")[0]
+                if head in sys.stdlib_module_names or head in _KNOWN_PACKAGES:
+                    continue
+                if self.project is None:
+                    if b.startswith(".") or self._beside(head):
+                        continue  # a module of the project, maybe: the project's run, which can look, decides
+                    return True
+                facts = self.project.lookup(b)
+                if facts is None or opaque(facts.bases, depth + 1):
+                    return True
+            return False
+
+        return opaque(cls.bases, 0)
+
+    def _beside(self, package: str) -> bool:
+        """Whether a folder above this file holds a module or package of that name (a sibling package of
+        the same repository, which the project's files may define)."""
+        folder = os.path.dirname(os.path.abspath(self.path)) if self.path else ""
+        for _ in range(8):
+            if not folder:
+                break
+            if os.path.isdir(os.path.join(folder, package)) or os.path.isfile(os.path.join(folder, package + ".py")):
+                return True
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+        return False
 
     def _plain_object_method(self, fn: FunctionInfo) -> bool:
         """A method of a class whose instances are not pytrees nor framework modules: the attributes it
