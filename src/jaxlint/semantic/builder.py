@@ -376,7 +376,7 @@ class _Builder:
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
             self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) | (
-                {"never:"} if known is True else frozenset())
+                {"never:"} if known is True else frozenset()) | {f"unless:{id(node)}"}
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
@@ -449,8 +449,11 @@ class _Builder:
         # `int(res) if isinstance(res, float) else res`: in the body, `res` is a Python scalar
         self.guards = saved | _scalar_guard_names(node.test)
         self.walk(node.body, scope, loop)
-        self.guards = saved
+        # `None if is_tracer(x) else float(x)`: in the `else`, `x` is no tracer
+        self.m.ifexp_tests[id(node)] = (node.test, scope)
+        self.guards = saved | {f"unlessexp:{id(node)}"}
         self.walk(node.orelse, scope, loop)
+        self.guards = saved
 
     def on_assert(self, node: cst.Assert, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self._mark_test(node.test)

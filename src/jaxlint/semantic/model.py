@@ -76,6 +76,7 @@ class ModuleModel:
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
         self.call_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # id of a call -> the if arms around it
         self.if_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # id of an `if` -> its test, its scope
+        self.ifexp_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # the same for `a if test else b`
         self.constants_trusted: set[str] = set()  # module constants taken as flags (see `constant_flags`)
         self.eager_calls: set[int] = set()  # ids of calls under `with jax.ensure_compile_time_eval():`
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
@@ -1276,12 +1277,22 @@ class ModuleModel:
         if values._use_order is not None:
             values._use_arms = self.stamp_branches.get(values._use_order, ())
         for g in guards:
-            if g.startswith("exit:"):  # after `if is_tracer(x): return`, x is a concrete value
-                test = self.if_tests.get(int(g[5:]))
-                tested = self.tracer_tested(test[0], test[1]) if test is not None else None
-                if tested is not None:
-                    values._static_override.add(tested)
+            # after `if is_tracer(x): return`, in the `else` of `if is_tracer(x) or is_tracer(y):` and of
+            # `None if is_tracer(x) else float(x)`, the names tested are concrete values
+            how, _, at = g.partition(":")
+            test = self.if_tests.get(int(at)) if how in ("exit", "unless") else \
+                self.ifexp_tests.get(int(at)) if how == "unlessexp" else None
+            if test is not None:
+                values._static_override |= self.untraced_unless(test[0], test[1])
         return values
+
+    def untraced_unless(self, e: cst.BaseExpression, scope: Scope) -> set[str]:
+        """The names a false test proves are no tracers: `is_tracer(x)`, `isinstance(x, jax.core.Tracer)`,
+        and each side of an `or` of such tests."""
+        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.Or):
+            return self.untraced_unless(e.left, scope) | self.untraced_unless(e.right, scope)
+        tested = self.tracer_tested(e, scope)
+        return {tested} if tested is not None else set()
 
     def tracer_tested(self, e: cst.BaseExpression, scope: Scope) -> Optional[str]:
         """The name a test is true for only when it holds a tracer: `isinstance(x, jax.core.Tracer)`, or a
@@ -1782,14 +1793,26 @@ def _guarded_blocks(node: cst.FunctionDef, kind: str) -> list[cst.BaseSuite]:
 
 def _quiet(handler: cst.ExceptHandler) -> bool:
     """A handler that only answers (`return False`, `pass`, `ok = False`, `continue`): the failure is an
-    expected outcome of a probe. One that warns, logs or tries again treats it as a surprise."""
-    for line in handler.body.body if isinstance(handler.body, cst.IndentedBlock) else []:
+    expected outcome of a probe. One that warns, logs or tries again treats it as a surprise. It may look
+    at the exception first and raise again what it does not expect (`if "Tracer" in name: return None`
+    then `raise`)."""
+    caught = handler.name.name.value if handler.name is not None and isinstance(handler.name.name, cst.Name) else None
+    return _quiet_block(handler.body, caught)
+
+
+def _quiet_block(block: cst.BaseSuite, caught: Optional[str]) -> bool:
+    for line in block.body if isinstance(block, cst.IndentedBlock) else []:
+        if isinstance(line, cst.If) and line.orelse is None and _quiet_block(line.body, caught):
+            continue
         if not isinstance(line, cst.SimpleStatementLine):
             return False
         for small in line.body:
-            if isinstance(small, (cst.Pass, cst.Continue, cst.Break)):
-                continue
+            if isinstance(small, (cst.Pass, cst.Continue, cst.Break)) or isinstance(small, cst.Raise) and small.exc is None:
+                continue  # (a bare `raise` passes on what the probe did not expect)
             value = small.value if isinstance(small, (cst.Return, cst.Assign)) else None
+            if isinstance(small, cst.Assign) and caught is not None and value is not None \
+                    and caught in {n.value for n in descendants(value) if isinstance(n, cst.Name)}:
+                continue  # `name = type(exc).__name__`: reading the exception
             if not isinstance(small, (cst.Return, cst.Assign)) or (value is not None and not _is_literal(value)):
                 return False
     return True
