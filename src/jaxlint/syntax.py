@@ -327,3 +327,34 @@ def args_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...
             out.append(a.value)
         pos += 1
     return out
+
+
+SCALAR_TYPES = frozenset({"int", "float", "bool", "str", "complex"})
+# Annotations of values a function uses as Python values, never as array data (a float may be either).
+DECLARED_PYTHON = frozenset({"int", "bool", "str"})
+
+
+def scalar_annotation(ann: cst.BaseExpression, kinds: frozenset[str] = SCALAR_TYPES,
+                      rebound: Callable[[str], bool] = lambda name: False) -> bool:
+    """`int`, `str`, `Optional[bool]`, `float | None`, `tuple[int, ...]`, `Literal["a", "b"]`: a Python
+    scalar of `kinds` or a tuple of them (`rebound` says which type names the module rebinds)."""
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        parts = [ann.left, ann.right]
+        return all(scalar_annotation(p, kinds, rebound) for p in parts if not _is_const(p, "None")) \
+            and not all(_is_const(p, "None") for p in parts)
+    if isinstance(ann, cst.Name):
+        return ann.value in kinds and not rebound(ann.value)
+    if isinstance(ann, cst.Subscript):
+        head = (dotted(ann.value) or "").rpartition(".")[2]
+        args = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+        if len(args) != len(ann.slice) or not args:
+            return False
+        if head == "Literal":
+            return all(isinstance(a, (cst.SimpleString, cst.Integer)) or _is_const(a, "True") or _is_const(a, "False")
+                       for a in args)
+        if head == "Optional":
+            return scalar_annotation(args[0], kinds, rebound)
+        if head in ("tuple", "Tuple", "Union"):
+            rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_const(a, "None")]
+            return bool(rest) and all(scalar_annotation(a, kinds, rebound) for a in rest)
+    return False

@@ -27,7 +27,8 @@ from ..jaxapi import (
     static_wrapper,
 )
 from ..syntax import (
-    _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+    DECLARED_PYTHON, SCALAR_TYPES, _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+    scalar_annotation,
 )
 from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
 from .frameworks import Frameworks
@@ -39,11 +40,8 @@ from .traced import _Tracer, ExternalCall
 from .values import Values, flax_collections
 
 
-_SCALARS = frozenset({"int", "float", "bool", "str", "complex"})
 # Packages whose classes jaxlint knows (what is a pytree, a model module, a plain object).
 _KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "haiku", "optax", "chex"})
-# Annotations of values a function uses as Python values, never as array data (a float may be either).
-_DECLARED_PYTHON = frozenset({"int", "bool", "str"})
 
 
 class ModuleModel:
@@ -806,35 +804,16 @@ class ModuleModel:
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
         return flags is not None and not any(flags)
 
-    def scalar_annotation(self, ann: cst.BaseExpression, kinds: frozenset[str] = _SCALARS) -> bool:
+    def scalar_annotation(self, ann: cst.BaseExpression, kinds: frozenset[str] = SCALAR_TYPES) -> bool:
         """`int`, `str`, `Optional[bool]`, `float | None`, `tuple[int, ...]`: a Python scalar of `kinds` or a
         tuple of them (the names not rebound by this module)."""
-        if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
-            parts = [ann.left, ann.right]
-            return all(self.scalar_annotation(p, kinds) for p in parts if not _is_const(p, "None")) \
-                and not all(_is_const(p, "None") for p in parts)
-        if isinstance(ann, cst.Name):
-            return ann.value in kinds and self.owner_of(ann.value, self.root) is None
-        if isinstance(ann, cst.Subscript):
-            head = (dotted(ann.value) or "").rpartition(".")[2]
-            args = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
-            if len(args) != len(ann.slice) or not args:
-                return False
-            if head == "Literal":
-                return all(isinstance(a, (cst.SimpleString, cst.Integer)) or _is_const(a, "True") or _is_const(a, "False")
-                           for a in args)
-            if head == "Optional":
-                return self.scalar_annotation(args[0], kinds)
-            if head in ("tuple", "Tuple", "Union"):
-                rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_const(a, "None")]
-                return bool(rest) and all(self.scalar_annotation(a, kinds) for a in rest)
-        return False
+        return scalar_annotation(ann, kinds, lambda name: self.owner_of(name, self.root) is not None)
 
     def declared_python_params(self, fn: FunctionInfo) -> frozenset[str]:
         """The parameters a function declares to be Python values that JAX cannot trace as data: `int`, `str`,
         `bool` (optional, a union or tuple of them, a `Literal`). A kernel's `block_size: int`, a `mode: str`."""
         return frozenset(p.name for p in fn.params if p.annotation_expr is not None and not p.star
-                         and self.scalar_annotation(p.annotation_expr, _DECLARED_PYTHON))
+                         and self.scalar_annotation(p.annotation_expr, DECLARED_PYTHON))
 
     def python_parameters(self) -> dict[str, tuple[tuple[str, Optional[int]], ...]]:
         """Module-level functions with parameters declared Python values (see `declared_python_params`):

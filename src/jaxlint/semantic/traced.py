@@ -20,7 +20,7 @@ from ..jaxapi import (
 )
 from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
-    dotted, literal_ident, literal_truth, only_called,
+    DECLARED_PYTHON, dotted, literal_ident, literal_truth, only_called, scalar_annotation,
 )
 from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
@@ -57,6 +57,11 @@ class _Tracer:
                 # A jitted function's static arguments are Python values inside it, whoever wraps or
                 # calls it: a tracer passed there fails at the call, before the body runs.
                 fn.declared_static |= static_param_names(fn, t, opts, 0) or set()
+            elif t.statics == "filter":
+                # equinox passes non-array values through: a parameter declared a Python value
+                # (`dense: Literal[False, True]`, `n: int`) stays one whoever calls the function
+                fn.declared_static |= {p.name for p in fn.params if p.annotation_expr is not None and not p.star
+                                       and scalar_annotation(p.annotation_expr, DECLARED_PYTHON)}
         outermost: set[int] = set()
         deferred: list[tuple[FunctionInfo, Transform, dict[str, cst.BaseExpression], bool]] = []
         for fn, (t, opts) in decorated:
@@ -1080,8 +1085,9 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
     elif t.statics == "filter":
         for p in fn.params:
             ann = p.annotation
-            if ann in NON_ARRAY_ANNOTATIONS:
-                out.add(p.name)
+            if ann in NON_ARRAY_ANNOTATIONS or (
+                    p.annotation_expr is not None and not p.star and scalar_annotation(p.annotation_expr, DECLARED_PYTHON)):
+                out.add(p.name)  # (`dense: Literal[False, True] = False`, `n: int | None`)
             elif ann is None and p.has_default and isinstance(
                     p.default, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.ConcatenatedString)):
                 if not isinstance(p.default, cst.Name) or p.default.value in ("True", "False", "None"):
