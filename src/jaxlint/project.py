@@ -208,7 +208,8 @@ class ProjectIndex:
     def mentions(self, name: str, besides: str) -> bool:
         """Whether a given file other than `besides` calls something named `name` (a setter called from a
         script): a cheap search of `name(`, not a resolution."""
-        word = re.compile(rb"(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(")
+        # (not in a comment: `# encode(batch)` is a call someone took out)
+        word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(", re.M)
         here = os.path.realpath(besides)
         return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
@@ -318,8 +319,8 @@ class ProjectIndex:
             self._static = frozenset(static - data)
         return self._static
 
-    def for_file(self, path: str, source: bytes) -> Optional[ProjectClasses]:
-        """The project's classes as the file at `path` sees them: None when there is nothing to tell."""
+    def for_file(self, path: str, source: bytes) -> ProjectClasses:
+        """The project's classes and functions as the file at `path` sees them."""
         me = self._module_name(path)
         is_pkg = os.path.basename(path) == "__init__.py"
         imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
@@ -328,9 +329,8 @@ class ProjectIndex:
             for facts in self.classes(mod).values():
                 if facts.pytree:
                     static |= facts.static_fields | facts.python_attributes
-        if not imported and not static and not self._imported_elsewhere(me, path):
-            return None
-
+        # (a file that imports nothing of the project and that nothing imports is still told so: its
+        # functions are called by no other file, its bases are no project classes)
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
             if full.rpartition(".")[0] == me:

@@ -190,8 +190,11 @@ class StaleGlobal(Rule):
             later = [(order, loop) for order, loop in later if _before_and_after(order, loop, uses)]
         elif uses is not None and not uses.sites:
             # Nothing in this module traces it: the module's code has run to its end before any other
-            # file can call it, so only a loop that keeps rebinding the name could be seen stale
+            # file can call it, so only a loop that keeps rebinding the name could be seen stale (and
+            # nothing can, when no other file of the project names the function either)
             later = [(order, loop) for order, loop in later if loop is not None]
+            if later and self._never_called(at_def, model):
+                later = []
         later = [(order, loop) for order, loop in later
                  if loop is None or not _rebuilt_alike(name, loop, model, owner)]
         later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
@@ -237,8 +240,9 @@ class StaleGlobal(Rule):
         return _until_rebound(uses, fn, model) if uses is not None else None
 
     def _never_called(self, setter: FunctionInfo, model: ModuleModel) -> bool:
-        """A module-level setter that this module never mentions and no other file of the project does
-        either (only known in a project run: alone, a file's setter may be called from anywhere)."""
+        """A module-level function (a setter, a reader) that this module never mentions and no other file
+        of the project does either (only known in a project run: alone, a file's function may be called
+        from anywhere)."""
         if setter.parent is not model.root or model.root.defs.get(setter.name) is not setter or model.project is None:
             return False
         if self._module_uses(model).refs.get(setter.name):
