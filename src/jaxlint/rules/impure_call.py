@@ -44,6 +44,8 @@ class ImpureCall(Rule):
 
     ## Known limitations
     Under `vmap` or `grad` alone the function runs on every call, so these calls are not flagged there.
+    Seeding the host generator (`np.random.seed(0)`, `random.seed(0)`) returns nothing the trace could
+    keep; the draws after it are flagged, not the seeding.
     Settings read from the environment (`os.environ`, `os.getenv`) are not flagged: they are fixed for
     the process by convention, and code reads them while tracing on purpose (a kernel's interpret mode,
     a debug switch); a setting changed between two calls of a compiled function would go unnoticed.
@@ -75,7 +77,13 @@ class ImpureCall(Rule):
         qual = where.resolve(node.func)
         if qual is None:
             return
+        if qual in _SEEDING:
+            return  # it returns nothing to bake in: the draws after it (flagged themselves) do
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
             shown = qual.replace("builtins.", "").replace("numpy.", "np.")
             self._flag(node, f"`{shown}()`", where, qual)
 
+
+
+# Calls that set the state of a host random generator and return nothing.
+_SEEDING = frozenset({"numpy.random.seed", "random.seed"})
