@@ -10,7 +10,7 @@ import libcst as cst
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Param, Scope
 from ..semantic.keys import (
-    consumed_elsewhere, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of, signature,
+    consumed_elsewhere, consumed_when, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of, signature,
 )
 from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children, plain_annotation
 from .base import Report, Rule, Where
@@ -229,7 +229,8 @@ class PrngKeyReuse(Rule):
                 return
             fname = callee[0].name
             wanted = self._consumers()[id(callee[0])]
-            keys = [ref for param, ref in handed(call, signature(callee[0]), callee[1], refs=True) if param in wanted]
+            keys = [ref for param, ref in handed(call, signature(callee[0]), callee[1], refs=True) if param in wanted
+                    and consumed_when(call, callee[0], callee[1], param, self._where.model)]
         for key in keys:
             self._consume_key(call, key, fname, state, loop_names, root)
 

@@ -62,21 +62,9 @@ def handed(call: cst.Call, params: list[ConsumedParam], offset: int, refs: bool 
     after the `offset` already bound, and keywords (`rng=key`). With `refs`, also constant subscripts
     (`keys[0]`) in their `key_ref` spelling. `params`: the function's parameters with their positions."""
     out: list[tuple[str, str]] = []
-    by_position = {index: name for name, index in params if index is not None}
-    named = {name for name, _index in params}
-    position = offset
-    for a in call.args:
-        if a.star:
-            if a.star == "*":
-                position = -1  # `*args`: the positions after it are unknown
-            continue
-        if a.keyword is None:
-            param = by_position.get(position) if position >= 0 else None
-            position += 1 if position >= 0 else 0
-        else:
-            param = a.keyword.value if a.keyword.value in named else None
-        ref = key_ref(a.value) if refs else (a.value.value if isinstance(a.value, cst.Name) else None)
-        if param is not None and ref is not None:
+    for param, value in handed_values(call, params, offset):
+        ref = None if value is None else key_ref(value) if refs else (value.value if isinstance(value, cst.Name) else None)
+        if ref is not None:
             out.append((param, ref))
     return out
 
@@ -109,6 +97,7 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
     # Once per function: the key parameters it samples from or splits itself, and the calls that hand a
     # parameter on to another function of the module (resolved once, not on every pass).
     plans: list[tuple[int, set[str], list[tuple[int, list[tuple[str, str]]]]]] = []
+    conditions: dict[tuple[int, str], frozenset[str]] = {}
     for fn in model.functions:
         # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
         params = {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
@@ -116,6 +105,15 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
             continue
         direct: set[str] = set()
         via: list[tuple[int, list[tuple[str, str]]]] = []
+        # flag parameters off by default (`shuffle=False`) that must be true for a key to be drawn from
+        switches = {p.name for p in fn.params if p.has_default and _falsy(p.default) and p.name not in fn.assigned}
+
+        def note(name: str, call: cst.Call) -> None:
+            needed = frozenset(g[5:] for g in model.call_guards.get(id(call), ()) if g[5:] in switches
+                               and g.startswith("true:"))
+            key = (id(fn), name)
+            conditions[key] = conditions[key] & needed if key in conditions else needed
+
         for call in fn.calls:
             q = model.resolve(call.func, fn) or ""
             fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
@@ -123,19 +121,26 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
                 name = key_arg(call)
                 if name in params and not draws_unused(call, fn):
                     direct.add(name)  # type: ignore[arg-type]
+                    note(name, call)  # type: ignore[arg-type]
                 continue
             if not any(isinstance(a.value, cst.Name) and a.value.value in params for a in call.args):
                 continue
             ref = model.callee(call, fn)
             if ref is None:  # `utils.sample_noise(key, shape)` of another project file
                 consumed = _consumed_elsewhere(call, model, fn)
-                direct.update(name for _param, name in handed(call, consumed, 0) if name in params)
+                for _param, name in handed(call, consumed, 0):
+                    if name in params:
+                        direct.add(name)
+                        note(name, call)
                 continue
             hands = [(param, name) for param, name in handed(call, signature(ref.fn), ref.offset) if name in params]
             if hands:
                 via.append((id(ref.fn), hands))
+                for _param, name in hands:
+                    note(name, call)
         if direct or via:
             plans.append((id(fn), direct, via))
+    model.__dict__["_key_conditions"] = {k: v for k, v in conditions.items() if v}
     out: dict[int, set[str]] = {}
     grew = True
     while grew:  # through helpers that hand the key on, to a fixed point
@@ -151,6 +156,48 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
                 grew = True
     model.__dict__["_key_consumers"] = out
     return out
+
+
+def consumed_when(call: cst.Call, fn: FunctionInfo, offset: int, param: str, model: "ModuleModel") -> bool:
+    """Whether a call of `fn` (a key consumer of this module) can draw from the key it gives `param`:
+    not when `fn` draws from it only under a flag off by default (`if shuffle:`) that the call leaves
+    out or passes as a false literal (`data_loader(rng, data, bs)` for evaluation)."""
+    key_consumers(model)
+    needed = model.__dict__.get("_key_conditions", {}).get((id(fn), param))
+    if not needed:
+        return True
+    given = dict(handed_values(call, signature(fn), offset))
+    return not any(flag not in given or (given[flag] is not None and _falsy(given[flag])) for flag in needed)
+
+
+def handed_values(call: cst.Call, params: list[ConsumedParam], offset: int
+                  ) -> list[tuple[str, Optional[cst.BaseExpression]]]:
+    """(parameter, value) for each argument a call gives a named parameter: positional arguments after the
+    `offset` already bound, and keywords. A parameter a `*args` or `**options` may fill comes with None."""
+    out: list[tuple[str, Optional[cst.BaseExpression]]] = []
+    by_position = {index: name for name, index in params if index is not None}
+    named = {name for name, _index in params}
+    position = offset
+    for a in call.args:
+        if a.star == "**":
+            out += [(name, None) for name in sorted(named)]
+        elif a.star:
+            position = -1  # `*args`: the positions from here on are unknown
+            out += [(name, None) for name, index in params if index is not None]
+        elif a.keyword is not None:
+            if a.keyword.value in named:
+                out.append((a.keyword.value, a.value))
+        elif position >= 0:
+            param = by_position.get(position)
+            position += 1
+            if param is not None:
+                out.append((param, a.value))
+    return out
+
+
+def _falsy(e: Optional[cst.BaseExpression]) -> bool:
+    """`False`, `None`, `0`: a literal that is false."""
+    return isinstance(e, cst.Name) and e.value in ("False", "None") or isinstance(e, cst.Integer) and e.value == "0"
 
 
 def consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") -> list[str]:
