@@ -789,13 +789,27 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
+def namespace_name(path: str) -> Optional[str]:
+    """The module name a file has inside a namespace package: its package's folder sits in a folder
+    without `__init__.py` (`src/galax/potential/base.py` imported as `galax.potential.base`)."""
+    name = module_name(path)
+    if "." not in name and os.path.basename(path) != "__init__.py":
+        return None  # (a top-level module is not a package's)
+    folder = os.path.abspath(path)
+    for _ in range(name.count(".") + 1 + (os.path.basename(path) == "__init__.py")):
+        folder = os.path.dirname(folder)
+    portion = os.path.basename(folder)
+    return f"{portion}.{name}" if portion.isidentifier() else None
+
+
 def follow_across_files(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
                         settings: Settings, errors: list[str], rounds: int = 6,
                         workers: Optional[_Workers] = None,
                         seeds: Optional[dict[str, dict[tuple, ExternalCall]]] = None) -> None:
     """Re-analyse modules whose functions are called from traced code in other files of the project
     (`seeds`, when given, receives the calls each module was re-analysed with)."""
-    by_module = {module_name(p): p for p in files if not is_notebook(p)}  # a notebook is never imported
+    by_module = {name: p for p in files if not is_notebook(p)  # a notebook is never imported
+                 for name in (namespace_name(p), module_name(p)) if name}
     seeds = {} if seeds is None else seeds
     pending = list(files)
     for _ in range(rounds):
