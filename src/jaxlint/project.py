@@ -56,6 +56,7 @@ class ProjectIndex:
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
         self._field_fns: dict[str, frozenset[str]] = {}  # per file: functions returning a static field declaration
+        self._numpy_aliases: dict[str, frozenset[str]] = {}  # per file: type aliases that admit a NumPy array
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
         self._python_params: dict[str, dict[str, tuple[tuple[str, Optional[int]], ...]]] = {}  # per file: parameters declared Python values
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
@@ -128,13 +129,15 @@ class ProjectIndex:
         """A module's functions that return only Python values (`kind` "static"), are annotated to
         return a container ("container"), test whether their argument is a tracer ("tracer"), register the
         class they are given as a pytree ("registers"), decorate a function to run it in a host callback
-        ("host"), or return a static field declaration ("field")."""
+        ("host"), or return a static field declaration ("field"); or its type aliases admitting a NumPy
+        array ("numpy_alias")."""
         path = self.path_of(module)
         if path is None:
             return frozenset()
         self._read(path)
         return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns,
-                "registers": self._register_fns, "host": self._host_fns, "field": self._field_fns}[kind][path]
+                "registers": self._register_fns, "host": self._host_fns, "field": self._field_fns,
+                "numpy_alias": self._numpy_aliases}[kind][path]
 
     def _read(self, path: str) -> None:
         """A module's classes, knowing the classes of the modules it imports in turn (`C(B)`, `B(A)`),
@@ -148,6 +151,7 @@ class ProjectIndex:
         self._register_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
         self._field_fns[path] = frozenset()
+        self._numpy_aliases[path] = frozenset()
         self._element_fns[path] = {}
         self._python_params[path] = {}
         self._key_fns[path] = {}
@@ -185,6 +189,7 @@ class ProjectIndex:
             self._register_fns[path] = model.registering()
             self._host_fns[path] = model.host_decorators()
             self._field_fns[path] = model.static_field_makers()
+            self._numpy_aliases[path] = model.numpy_aliases()
             self._element_fns[path] = model.static_elements()
             self._python_params[path] = model.python_parameters()
             self._key_fns[path] = module_key_params(model)
@@ -368,7 +373,8 @@ class ProjectIndex:
                               static_elements=summary(self._element_fns),
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
-                              static_field_maker=returns("field"), static_property=self.static_property)
+                              static_field_maker=returns("field"), static_property=self.static_property,
+                              numpy_alias=returns("numpy_alias"))
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

@@ -6,7 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
-from ..semantic import FunctionInfo, Scope
+from ..semantic import FunctionInfo, ModuleModel, Scope
 from ..edits import Edit, at_update
 from ..findings import Fix
 from .base import Rule, Where
@@ -74,12 +74,12 @@ class ArrayItemAssignment(Rule):
             if before:  # the binding in force at the store decides, not the parameter's annotation
                 latest = before[-1].assigned
                 return latest is not None and (self._jax_value(latest, owner, where)  # `buf = jnp.asarray(buf)`
-                                               or self._array_arithmetic(latest, owner, before[-1].target))
+                                               or self._array_arithmetic(latest, owner, before[-1].target, model))
         if isinstance(owner, FunctionInfo):
             p = owner.param(name)
             if p is not None:
-                if p.annotation in ARRAY_ANNOTATIONS:
-                    return True
+                if p.annotation in ARRAY_ANNOTATIONS and not model.numpy_alias(p.annotation_expr, owner.parent or model.root):
+                    return True  # (`x: Array` with `Array = Union[np.ndarray, jax.Array]` may be NumPy's)
                 if owner.traced and "flax_jit" not in owner.transforms and name in owner.pytree_params \
                         and name not in owner.container_names \
                         and name in owner.traced_params and not owner.assigned.get(name):
@@ -100,15 +100,17 @@ class ArrayItemAssignment(Rule):
                 return True  # x.at[i].set(v) and friends return a JAX array
         return False
 
-    def _array_arithmetic(self, value: cst.BaseExpression, fn: FunctionInfo, at: cst.BaseExpression) -> bool:
+    def _array_arithmetic(self, value: cst.BaseExpression, fn: FunctionInfo, at: cst.BaseExpression,
+                          model: ModuleModel) -> bool:
         """`x = x * factor` where `x` is, at that point, still a parameter annotated as a JAX array."""
         if isinstance(value, cst.UnaryOperation):
-            return self._array_arithmetic(value.expression, fn, at)
+            return self._array_arithmetic(value.expression, fn, at, model)
         if isinstance(value, cst.BinaryOperation):
-            return self._array_arithmetic(value.left, fn, at) or self._array_arithmetic(value.right, fn, at)
+            return self._array_arithmetic(value.left, fn, at, model) or self._array_arithmetic(value.right, fn, at, model)
         if isinstance(value, cst.Name):
             p = fn.param(value.value)
-            return p is not None and p.annotation in ARRAY_ANNOTATIONS and not fn.bindings(value.value, before=at)
+            return p is not None and p.annotation in ARRAY_ANNOTATIONS and not fn.bindings(value.value, before=at) \
+                and not model.numpy_alias(p.annotation_expr, fn.parent or model.root)
         return False
 
     def _target(self, target: cst.BaseExpression) -> Optional[cst.Name]:

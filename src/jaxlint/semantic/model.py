@@ -40,6 +40,8 @@ from .traced import _Tracer, ExternalCall
 from .values import Values, flax_collections
 
 
+# NumPy's array types.
+_NUMPY_ARRAYS = frozenset({"numpy.ndarray", "numpy.typing.NDArray", "numpy.typing.ArrayLike"})
 # Packages whose classes jaxlint knows (what is a pytree, a model module, a plain object).
 _KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "haiku", "optax", "chex"})
 
@@ -814,6 +816,34 @@ class ModuleModel:
         `bool` (optional, a union or tuple of them, a `Literal`). A kernel's `block_size: int`, a `mode: str`."""
         return frozenset(p.name for p in fn.params if p.annotation_expr is not None and not p.star
                          and self.scalar_annotation(p.annotation_expr, DECLARED_PYTHON))
+
+    def numpy_aliases(self) -> frozenset[str]:
+        """Module-level type aliases bound once to a union with a NumPy array in it
+        (`Array = Union[np.ndarray, jnp.ndarray]`, `Array = np.ndarray | jax.Array`)."""
+        found = self.__dict__.get("_numpy_aliases")
+        if found is None:
+            found = self.__dict__["_numpy_aliases"] = frozenset(
+                name for name, values in self.root.assigned.items()
+                if len(values) == 1 and values[0] is not None and self._admits_numpy(values[0]))
+        return found
+
+    def _admits_numpy(self, e: cst.BaseExpression) -> bool:
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.BitOr):
+            return self._admits_numpy(e.left) or self._admits_numpy(e.right)
+        if isinstance(e, cst.Subscript) and (dotted(e.value) or "").rpartition(".")[2] in ("Union", "Optional"):
+            return any(isinstance(el.slice, cst.Index) and self._admits_numpy(el.slice.value) for el in e.slice)
+        return isinstance(e, (cst.Name, cst.Attribute)) and (self.resolve(e, self.root) or "") in _NUMPY_ARRAYS
+
+    def numpy_alias(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
+        """Whether an annotation names a type alias (of this module or another project file) admitting a
+        NumPy array: what it annotates may be a mutable NumPy array, not only a JAX one."""
+        ann = plain_annotation(ann)
+        if not isinstance(ann, (cst.Name, cst.Attribute)):
+            return False
+        if isinstance(ann, cst.Name) and self.owner_of(ann.value, scope) is self.root and ann.value in self.root.assigned:
+            return ann.value in self.numpy_aliases()
+        qual = self.resolve(ann, scope)
+        return qual is not None and self.project is not None and self.project.numpy_alias(qual)
 
     def python_parameters(self) -> dict[str, tuple[tuple[str, Optional[int]], ...]]:
         """Module-level functions with parameters declared Python values (see `declared_python_params`):

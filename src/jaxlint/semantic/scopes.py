@@ -138,6 +138,9 @@ class ProjectClasses:
     # (`def frozen_field(**kw): return tc.field(on_setattr=[tc.freeze], **kw)`), so a class-body default
     # made by it declares a static field.
     static_field_maker: "Callable[[str], bool]" = lambda qualname: False
+    # Whether a name of another project file is a type alias admitting a NumPy array
+    # (`Array = Union[np.ndarray, jax.Array]`): what it annotates may be a mutable NumPy array.
+    numpy_alias: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)
