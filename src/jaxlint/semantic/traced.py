@@ -22,7 +22,7 @@ from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
     DECLARED_PYTHON, dotted, literal_ident, literal_truth, only_called, scalar_annotation,
 )
-from .scopes import CallableRef, FunctionInfo, Param, Scope, dead_branch
+from .scopes import CallableRef, ClassInfo, FunctionInfo, Param, Scope, dead_branch
 from .values import Values
 
 if TYPE_CHECKING:
@@ -378,6 +378,10 @@ class _Tracer:
                 passed_pos = {p.name for p in positional[offset:offset + n_pos]}
                 left_out = {p.name for p in fn.params if p.has_default and not p.star
                             and p.name not in named and p.name not in passed_pos}
+        elif application is None and not lead and not offset and not bound and inner is False:
+            # `@jax.jit def run(key, verbose=args.verbose)` called only as `run(k)`: a parameter every call
+            # leaves out keeps its default, a Python value (jit traces only what a call passes)
+            left_out = self._left_out_everywhere(fn)
         _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
         # (a transform's own call sites are not followed here: what its callers give is not known)
         _note_left_none(fn, {n for n in left_out if _is_const(fn.param(n).default, "None")}
@@ -432,6 +436,27 @@ class _Tracer:
                   pytrees=set() if t.statics == "filter" else traced,
                   container_site=container_site if container_site is not None
                   else id(application) if application is not None else None, entry=entry)
+
+    def _left_out_everywhere(self, fn: FunctionInfo) -> set[str]:
+        """The parameters with defaults that every call of a decorated def leaves out, when its name is
+        only ever called (in the scope defining it, never handed on) and no call unpacks arguments."""
+        m = self.m
+        opened = [p for p in fn.params if p.has_default and not p.star and not _constant_default(p.default)]
+        owner = fn.parent or m.root
+        if not opened or not fn.decorators or isinstance(owner, ClassInfo) or owner.node is None \
+                or len(owner.bind_order.get(fn.name, [])) > 1 or not only_called(owner.node, fn.name) \
+                or (owner is m.root and m.project is not None and m.project.mentioned_elsewhere(fn.name)):
+            return set()
+        calls = [c for c, _s, _l in m.all_calls if isinstance(c.func, cst.Name) and c.func.value == fn.name]
+        if not calls or any(a.star for c in calls for a in c.args):
+            return set()
+        positional = [p for p in fn.params if p.index is not None]
+        out = {p.name for p in opened}
+        for c in calls:
+            named = {a.keyword.value for a in c.args if a.keyword is not None}
+            given = {p.name for p in positional[:sum(1 for a in c.args if a.keyword is None)]}
+            out -= named | given
+        return out
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
