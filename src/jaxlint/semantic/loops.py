@@ -167,8 +167,9 @@ def from_item(expr: cst.BaseExpression, loop: LoopInfo, depth: int = 0) -> bool:
 
 
 def single_pass(loop: LoopInfo) -> bool:
-    """A `for` over exactly one item, written so: `range(1)`, `range(k, k + 1)` with literal bounds, a
-    one-element list or tuple literal. Its body runs once, like straight-line code."""
+    """A `for` over exactly one item, written so: `range(1)`, `range(k, k + 1)` with literal bounds (or
+    names bound once to them: `repeat = 1`), a one-element list or tuple literal. Its body runs once,
+    like straight-line code."""
     node = loop.node
     if not isinstance(node, cst.For):
         return False
@@ -176,10 +177,22 @@ def single_pass(loop: LoopInfo) -> bool:
     if isinstance(it, (cst.List, cst.Tuple)):
         return len(it.elements) == 1 and not isinstance(it.elements[0], cst.StarredElement)
     if isinstance(it, cst.Call) and dotted(it.func) == "range" and 1 <= len(it.args) <= 2 \
-            and all(a.keyword is None and not a.star and isinstance(a.value, cst.Integer) for a in it.args):
-        bounds = [int(a.value.value, 0) for a in it.args]  # type: ignore[attr-defined]
-        return (bounds[0] == 1) if len(bounds) == 1 else (bounds[1] - bounds[0] == 1)
+            and all(a.keyword is None and not a.star for a in it.args):
+        bounds = [_int_value(a.value, loop.scope) for a in it.args]
+        if any(b is None for b in bounds):
+            return False
+        return (bounds[0] == 1) if len(bounds) == 1 else (bounds[1] - bounds[0] == 1)  # type: ignore[operator]
     return False
+
+
+def _int_value(e: cst.BaseExpression, scope: Scope) -> Optional[int]:
+    """An integer literal, or a name its scope binds once, to an integer literal (`repeat = 1`)."""
+    if isinstance(e, cst.Name):
+        values = scope.assigned.get(e.value, [])
+        if len(values) != 1 or len(scope.bind_order.get(e.value, [])) != 1:
+            return None
+        e = values[0]  # type: ignore[assignment]
+    return int(e.value, 0) if isinstance(e, cst.Integer) else None
 
 
 def repeating(loop: Optional[LoopInfo]) -> Optional[LoopInfo]:
