@@ -339,7 +339,8 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
 
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
             index = ProjectIndex([path], module_name)
-            project = index.for_file(path, data) if needs_project(found, calls, index, path) else None
+            project = index.for_file(path, data, {f.name for f in found}) \
+                if needs_project(found, calls, index, path) else None
             if project is not None:
                 found, _ = check_module(module, data, path, codes, transforms, project=project)
         return found, module
@@ -930,7 +931,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
         if data is None:
             continue
         index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
-        project = index.for_file(path, data)
+        project = index.for_file(path, data, {f.name for f in found})
         if project is None:
             continue
         external = list(seeds.get(path, {}).values()) or None

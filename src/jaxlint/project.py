@@ -12,7 +12,7 @@ import ast
 import dataclasses
 import os
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import libcst as cst
 
@@ -324,8 +324,10 @@ class ProjectIndex:
             self._static = frozenset(static - data)
         return self._static
 
-    def for_file(self, path: str, source: bytes) -> ProjectClasses:
-        """The project's classes and functions as the file at `path` sees them."""
+    def for_file(self, path: str, source: bytes, asking: Iterable[str] = ()) -> Optional[ProjectClasses]:
+        """The project's classes and functions as the file at `path` sees them: None when there is nothing
+        to tell, unless the file has findings of rules (`asking`, rule names) that want to know that
+        too (that no other file calls its functions, that its bases are no project classes)."""
         me = self._module_name(path)
         is_pkg = os.path.basename(path) == "__init__.py"
         imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
@@ -334,8 +336,9 @@ class ProjectIndex:
             for facts in self.classes(mod).values():
                 if facts.pytree:
                     static |= facts.static_fields | facts.python_attributes
-        # (a file that imports nothing of the project and that nothing imports is still told so: its
-        # functions are called by no other file, its bases are no project classes)
+        if not imported and not static and not _ISOLATION_RULES.intersection(asking) \
+                and not self._imported_elsewhere(me, path):
+            return None
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
             if full.rpartition(".")[0] == me:
@@ -387,6 +390,10 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
     return dataclasses.replace(facts, method_classes=made_absolute(facts.method_classes),
                                field_classes=made_absolute(facts.field_classes),
                                bases=tuple(made_absolute(dict(enumerate(facts.bases))).values()))
+
+
+# Rules whose findings change when the project says a file imports nothing of it and nothing imports it.
+_ISOLATION_RULES = frozenset({"stale-global", "jit-method-self"})
 
 
 def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]

@@ -96,7 +96,7 @@ def _project_classes(path: str, data: bytes, found: list[Finding], calls: list[E
         index = ProjectIndex([path], module_name)
         if not needs_project(found, calls, index, path):
             return None
-        return index.for_file(path, data)
+        return index.for_file(path, data, {f.name for f in found})
     except Exception:  # noqa: BLE001 - the classes refine findings; never let them stop the lint
         return None
 
