@@ -122,6 +122,7 @@ class _Builder:
             fn.cls = scope
             decos = {dotted(d.decorator) for d in node.decorators}
             fn.is_method = "staticmethod" not in decos and bool(fn.params) and fn.params[0].index == 0
+            fn.is_classmethod = fn.is_method and "classmethod" in decos
         self.m.functions.append(fn)
         self.m.fn_of_node[id(node)] = fn
         return fn

@@ -544,8 +544,8 @@ class ModuleModel:
             cls = self.root.classes.get(owner)
             if cls is not None:
                 fn = cls.defs.get(expr.attr.value)
-                if fn is not None:
-                    return CallableRef(fn)
+                if fn is not None:  # (`SAE.create(config, key)` binds a classmethod's `cls`)
+                    return CallableRef(fn, offset=1) if fn.is_classmethod else CallableRef(fn)
             return self.frameworks.callable_of(expr, scope, call)
         if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) == "functools.partial" and expr.args:
             inner = self.resolve_callable(expr.args[0].value, scope)

@@ -165,6 +165,7 @@ class ClassInfo(Scope):
 class FunctionInfo(Scope):
     params: list[Param] = field(default_factory=list)
     is_method: bool = False  # first parameter is self/cls
+    is_classmethod: bool = False  # `@classmethod`: `Class.method(...)` binds the first parameter too
     cls: Optional[ClassInfo] = None
     loop_at_def: Optional["LoopInfo"] = None
     decorators: list[cst.Decorator] = field(default_factory=list)
