@@ -478,11 +478,21 @@ class GlobalMutation(Rule):
             return  # `saved = m.signals; m.signals = traced; ...; m.signals = saved`: put back before returning
         if isinstance(target, cst.Attribute) and target.value is root and _consumed_by_own_method(target, owner, where):
             return
-        if isinstance(target, cst.Subscript) and (idempotent or self._scratch(root.value, owner, values, where)):
+        if isinstance(target, cst.Subscript) and (idempotent or self._memo_store(target, node, values, where)
+                                                  or self._scratch(root.value, owner, values, where)):
             return
         kind = "module-level" if owner is where.model.root else "closed-over"
         self._flag(node, f"Writing {kind} `{root.value}`", where,
                    _subject(root.value, "module" if owner is where.model.root else "closure", target))
+
+    def _memo_store(self, target: cst.Subscript, node: cst.CSTNode, values: list[cst.BaseExpression],
+                    where: Where) -> bool:
+        """`_PLANS[key] = plan` where neither the key nor the value is traced: a memo table keyed by
+        static facts (shapes, dtypes), filled while tracing and read back by later traces. Storing it once
+        per trace is what a memo wants, and no tracer leaks."""
+        keys = [el.slice.value for el in target.slice if isinstance(el.slice, cst.Index)]
+        return isinstance(node, cst.Assign) and bool(values) and len(keys) == len(target.slice) \
+            and not any(where.is_traced(v) for v in values + keys)
 
     def _restore(self, target: cst.Attribute, values: list[cst.BaseExpression], fn: FunctionInfo) -> bool:
         """`obj.attr = saved` where `saved = obj.attr` was read in this function: the value it had."""

@@ -7,7 +7,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
-from ..syntax import _is_literal, _target_names, dotted, iter_children
+from ..syntax import _is_literal, _target_names, descendants, dotted, iter_children
 from ..semantic.loops import loop_invariant
 from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
@@ -125,6 +125,9 @@ class StaleGlobal(Rule):
                 continue
             if n in candidates and n not in seen and n not in local and model.restores(fn, n):
                 seen.add(n)  # read only to be put back in a `finally`: its value is never computed with
+                continue
+            if n in candidates and n not in seen and n not in local and _once_guard(node, n):
+                seen.add(n)  # `if _REGISTERED: return` in a procedure: it decides host-side work only
                 continue
             if n in candidates and n not in seen and n not in local:
                 seen.add(n)
@@ -271,6 +274,33 @@ class StaleGlobal(Rule):
             fn,
             subject={"name": name, "how": how},
         )
+
+
+def _once_guard(node: Union[cst.FunctionDef, cst.Lambda], name: str) -> bool:
+    """Whether a function returning no value reads `name` only to leave early: `if _REGISTERED: return`
+    (or `if not ready: return`), the guard of a one-time registration. Whatever the trace saw, it decides
+    only host-side work; the traced computation does not depend on it."""
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    guards: set[int] = set()
+    for n in descendants(node.body):
+        if isinstance(n, cst.Return) and n.value is not None and not (isinstance(n.value, cst.Name) and n.value.value == "None"):
+            return False  # it returns a value, which the flag may decide
+        if isinstance(n, (cst.Yield, cst.Await)):
+            return False
+        if isinstance(n, cst.If) and n.orelse is None and _bare_return(n.body):
+            test = n.test.expression if isinstance(n.test, cst.UnaryOperation) and isinstance(n.test.operator, cst.Not) \
+                else n.test
+            if isinstance(test, cst.Name) and test.value == name:
+                guards.add(id(test))
+    reads = [n for n in _loads(node.body) if n.value == name]
+    return bool(reads) and all(id(r) in guards for r in reads)
+
+
+def _bare_return(body: cst.BaseSuite) -> bool:
+    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    return len(stmts) == 1 and isinstance(stmts[0], (cst.SimpleStatementLine, cst.SimpleStatementSuite)) \
+        and len(stmts[0].body) == 1 and isinstance(stmts[0].body[0], cst.Return) and stmts[0].body[0].value is None
 
 
 def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, model: ModuleModel
