@@ -102,6 +102,9 @@ class Frameworks:
     def module_class(self, expr: cst.BaseExpression, scope: "Scope") -> Optional["ClassInfo"]:
         """The framework class an expression names: `MLP`, `nn.remat(Block)`, or a name bound to `nn.scan(Block, ...)`."""
         if isinstance(expr, cst.Name):
+            fn = scope.function_scope()
+            if fn is not None and fn.is_classmethod and fn.cls is not None and fn.params[0].name == expr.value:
+                return fn.cls if self.kind(fn.cls) else None  # `cls(...)` in a classmethod
             cls = self.m.root.classes.get(expr.value)
             if cls is not None and self.m.lookup_function(expr.value, scope) is None:
                 return cls if self.kind(cls) else None
@@ -153,7 +156,8 @@ class Frameworks:
 
         fn = scope.function_scope()
         if fn is not None and fn.is_method and fn.cls is not None and fn.params and fn.params[0].name == name:
-            return fn.cls if self.kind(fn.cls) else None
+            # (a classmethod's first parameter is the class: calling it constructs, it runs no `__call__`)
+            return fn.cls if self.kind(fn.cls) and not fn.is_classmethod else None
         owner = self.m.owner_of(name, scope)
         if owner is None:
             return None
