@@ -710,7 +710,8 @@ class JitInLoop(Rule):
 
     def _wraps_item(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
         """`for fun in constraints: jac = jax.jit(jax.jacfwd(partial(fun, model=m)))`: the function jitted is
-        the loop's item, so each pass compiles a different function and none could be built before the loop."""
+        the loop's item (or a method of it: `jax.jit(env.step)` for each environment), so each pass compiles
+        a different function and none could be built before the loop."""
         if depth > 4 or not isinstance(loop.node, cst.For):
             return False
         if isinstance(callable_, cst.Call) and callable_.args and callable_.args[0].keyword is None:
@@ -721,6 +722,9 @@ class JitInLoop(Rule):
             if q == "functools.partial" or q in where.model.transforms:
                 return self._wraps_item(callable_.args[0].value, where, loop, depth + 1)
             return False
+        if isinstance(callable_, cst.Attribute) and isinstance(callable_.value, cst.Name) \
+                and callable_.value.value in _names_in(loop.node.target):
+            return True  # `for name, env in envs.items(): jax.jit(env.step)`: a method of each item
         if not isinstance(callable_, cst.Name):
             return False
         if callable_.value in _names_in(loop.node.target):
