@@ -1810,21 +1810,29 @@ def _quiet(handler: cst.ExceptHandler) -> bool:
 
 
 def _quiet_block(block: cst.BaseSuite, caught: Optional[str]) -> bool:
+    """Whether a handler's block only answers (see `_quiet`), somewhere: one that only raises again
+    catches nothing."""
+    answers = False
     for line in block.body if isinstance(block, cst.IndentedBlock) else []:
         if isinstance(line, cst.If) and line.orelse is None and _quiet_block(line.body, caught):
+            answers = True
             continue
         if not isinstance(line, cst.SimpleStatementLine):
             return False
         for small in line.body:
-            if isinstance(small, (cst.Pass, cst.Continue, cst.Break)) or isinstance(small, cst.Raise) and small.exc is None:
+            if isinstance(small, cst.Raise) and small.exc is None:
                 continue  # (a bare `raise` passes on what the probe did not expect)
+            if isinstance(small, (cst.Pass, cst.Continue, cst.Break)):
+                answers = True
+                continue
             value = small.value if isinstance(small, (cst.Return, cst.Assign)) else None
             if isinstance(small, cst.Assign) and caught is not None and value is not None \
                     and caught in {n.value for n in descendants(value) if isinstance(n, cst.Name)}:
                 continue  # `name = type(exc).__name__`: reading the exception
             if not isinstance(small, (cst.Return, cst.Assign)) or (value is not None and not _is_literal(value)):
                 return False
-    return True
+            answers = True
+    return answers
 
 
 def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
