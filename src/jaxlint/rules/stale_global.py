@@ -277,13 +277,18 @@ class StaleGlobal(Rule):
 
 
 def _once_guard(node: Union[cst.FunctionDef, cst.Lambda], name: str) -> bool:
-    """Whether a function returning no value reads `name` only to leave early: `if _REGISTERED: return`
-    (or `if not ready: return`), the guard of a one-time registration. Whatever the trace saw, it decides
-    only host-side work; the traced computation does not depend on it."""
+    """Whether a function returning no value (nor writing into its arguments, as a kernel does) reads `name`
+    only to leave early: `if _REGISTERED: return` (or `if not ready: return`), the guard of a one-time
+    registration. Whatever the trace saw, it decides only host-side work; the traced computation does
+    not depend on it."""
     if not isinstance(node, cst.FunctionDef):
         return False
+    params = {p.name.value for p in [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]}
     guards: set[int] = set()
     for n in descendants(node.body):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign)) and isinstance(n.target, cst.Subscript) \
+                and isinstance(n.target.value, cst.Name) and n.target.value.value in params:
+            return False  # `o_ref[...] = ...`: a kernel writes its outputs, which the flag may decide
         if isinstance(n, cst.Return) and n.value is not None and not (isinstance(n.value, cst.Name) and n.value.value == "None"):
             return False  # it returns a value, which the flag may decide
         if isinstance(n, (cst.Yield, cst.Await)):
