@@ -593,10 +593,6 @@ def _library_module(qual: str) -> bool:
     return qual.startswith(MODULE_PACKAGES) and last[:1].isupper() and qual not in NNX_VARIABLES
 
 
-def _is_none(e: cst.BaseExpression) -> bool:
-    return isinstance(e, cst.Name) and e.value == "None"
-
-
 def _agree(found: list) -> Optional["ClassInfo"]:
     return found[0] if found and found[0] is not None and all(c is found[0] for c in found) else None
 

@@ -372,12 +372,7 @@ class _Tracer:
         if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
             given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
             if not any(a.star for a in application.args):
-                positional = [p for p in fn.params if p.index is not None]
-                named = {a.keyword.value for a in application.args if a.keyword is not None}
-                n_pos = sum(1 for a in application.args if a.keyword is None)
-                passed_pos = {p.name for p in positional[offset:offset + n_pos]}
-                left_out = {p.name for p in fn.params if p.has_default and not p.star
-                            and p.name not in named and p.name not in passed_pos}
+                left_out = _left_out(fn, offset, application)
         elif application is None and not lead and not offset and not bound and inner is False:
             # `@jax.jit def run(key, verbose=args.verbose)` called only as `run(k)`: a parameter every call
             # leaves out keeps its default, a Python value (jit traces only what a call passes)
@@ -450,12 +445,9 @@ class _Tracer:
         calls = [c for c, _s, _l in m.all_calls if isinstance(c.func, cst.Name) and c.func.value == fn.name]
         if not calls or any(a.star for c in calls for a in c.args):
             return set()
-        positional = [p for p in fn.params if p.index is not None]
         out = {p.name for p in opened}
         for c in calls:
-            named = {a.keyword.value for a in c.args if a.keyword is not None}
-            given = {p.name for p in positional[:sum(1 for a in c.args if a.keyword is None)]}
-            out -= named | given
+            out &= _left_out(fn, 0, c)
         return out
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
@@ -1291,6 +1283,15 @@ def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at:
         return ref
     before = [fn for stamp, fn in history if stamp < at]
     return dataclasses.replace(ref, fn=before[-1]) if before else ref
+
+
+def _left_out(fn: FunctionInfo, offset: int, call: cst.Call) -> set[str]:
+    """The parameters with defaults that a call (with no `*args`/`**kw`) neither names nor fills by position
+    (after the `offset` already bound): they keep their defaults."""
+    named = {a.keyword.value for a in call.args if a.keyword is not None}
+    filled = sum(1 for a in call.args if a.keyword is None)
+    by_position = {p.name for p in [q for q in fn.params if q.index is not None][offset:offset + filled]}
+    return {p.name for p in fn.params if p.has_default and not p.star and p.name not in named | by_position}
 
 
 def _constant_default(expr: Optional[cst.BaseExpression]) -> bool:

@@ -205,10 +205,8 @@ class ModuleUses:
                 # it runs only while the function or class is already in use (recursion, `isinstance(o, C)`)
                 out.lasting = out.lasting or r.kind != "call"
                 continue
-            sub = self.uses(r.alias, stop, busy) \
-                if r.alias is not None and r.scope is root and r.kind != "call" else None  # (a call's result is not f)
-            kept = sub is None and r.alias is not None and r.scope is root and r.kind == "arg" \
-                and r.call is not None and not self._transform(r.call, root)  # `solver = Minimizer(loss)`
+            aliased = r.alias is not None and r.scope is root and r.kind != "call"  # (a call's result is not f)
+            sub = self.uses(r.alias, stop, busy) if aliased else None
             if sub is not None:
                 if r.call is not None and self._cached_alias(r.call, r.scope, r.alias):
                     for site in sub.sites:
@@ -216,8 +214,8 @@ class ModuleUses:
                 out.merge(sub)
                 if r.kind == "other" or r.call is None or not self._immediate(r.call, r.scope):
                     continue  # `g = f`, `step = jax.jit(f)`: f runs where g or step does
-            elif r.alias is not None and r.scope is root and r.kind != "call" and not kept:
-                return None
+            elif aliased and (r.kind != "arg" or r.call is None or self._transform(r.call, root)):
+                return None  # (`solver = Minimizer(loss)`, whose uses are not known, hands `loss` on: below)
             elif r.kind == "other" or r.call is None:
                 return None
             # handed to a call that may keep it (`minimize(fun=loss)`, `MCMC(NUTS(model))`): it can run,
