@@ -95,6 +95,8 @@ LAX_BODIES: dict[str, tuple[str, tuple[tuple[int, str, bool], ...]]] = {
 }
 
 # Calls that hand their callable argument traced leaves when (and only when) they run in traced code.
+# `tree_reduce(function, tree, initializer)`
+TREE_REDUCES = frozenset({"jax.tree_util.tree_reduce", "jax.tree.reduce"})
 TREE_MAPS = frozenset(
     {
         "jax.tree_util.tree_map",

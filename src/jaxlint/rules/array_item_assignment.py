@@ -106,6 +106,8 @@ class ArrayItemAssignment(Rule):
         if isinstance(value, cst.UnaryOperation):
             return self._array_arithmetic(value.expression, fn, at, model)
         if isinstance(value, cst.BinaryOperation):
+            if any(isinstance(side, (cst.List, cst.Tuple, cst.ListComp)) for side in (value.left, value.right)):
+                return False  # `[jnp.zeros(n)] * T`: a list repeated, whatever `T` is annotated
             return self._array_arithmetic(value.left, fn, at, model) or self._array_arithmetic(value.right, fn, at, model)
         if isinstance(value, cst.Name):
             p = fn.param(value.value)

@@ -1005,8 +1005,9 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
             # the positional arguments written after the splat take the last positions it could reach
             trailing = sum(1 for a in args[i + 1:] if not a.star and a.keyword is None)
             end = len(positional) if star is not None else max(pos, len(positional) - trailing)
-            if is_t:
-                traced.update(p.name for p in positional[pos:end] if p.name not in bound)
+            if is_t:  # (not the parameters the call names: a splat filling one too is a TypeError)
+                named = {a.keyword for a in args if a.keyword is not None}
+                traced.update(p.name for p in positional[pos:end] if p.name not in bound and p.name not in named)
                 if star:
                     traced.add(star.name)
             # `f(*pair, idx, n, key)` of a function without `*args`: the last arguments fill the last
@@ -1120,6 +1121,8 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
     `jr.split(key, n)`, `jnp.zeros((n, 3))`, `x[:-n]`) and never as an array (no attribute, subscript, call
     of it, or other jnp/lax argument) is taken to be one. Where JAX needs a static size, an array would not
     do: the author passes a Python int there."""
+    if _only_tested(fn, name):
+        return True
     python = array = False
     sizes: set[int] = set()  # ids of the nodes under a size position
     for n in descendants(fn.node):
@@ -1153,6 +1156,54 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
         if array:
             return False
     return python
+
+
+def _only_tested(fn: FunctionInfo, name: str) -> bool:
+    """Whether every read of the parameter `name` is the truth test of an `if`, `while` or conditional
+    expression (alone, negated, or in an `and`/`or` of such tests): `if stateful:` is all the body does
+    with it. An array there would fail on every call; what the author passes is a Python flag."""
+    tests: set[int] = set()
+
+    def test(e: cst.BaseExpression) -> None:
+        if isinstance(e, cst.Name):
+            tests.add(id(e))
+        elif isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            test(e.expression)
+        elif isinstance(e, cst.BooleanOperation):
+            test(e.left)
+            test(e.right)
+
+    reads = []
+    for n in descendants(fn.node.body):
+        if isinstance(n, (cst.If, cst.While, cst.IfExp)):
+            test(n.test)
+        elif isinstance(n, cst.Name) and n.value == name:
+            reads.append(n)
+        elif isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and any(
+                isinstance(d, (cst.Name, cst.Param)) and getattr(d, "value", None) == name for d in descendants(n)):
+            return False  # a nested scope that may bind the name again: not worth telling apart
+    if not reads or not all(id(r) in tests for r in reads):
+        return False
+    # unless a call here hands it an array made on the spot (`calc(x, jnp.array(True))`)
+    root: Scope = fn
+    while root.parent is not None:
+        root = root.parent
+    param = fn.param(name)
+    positional = [p for p in fn.params if p.index is not None]
+    for n in descendants(root.node) if root.node is not None else ():
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == fn.name:
+            for i, a in enumerate(n.args):
+                hit = a.keyword.value == name if a.keyword is not None else (
+                    not a.star and i < len(positional) and positional[i] is param)
+                if hit and isinstance(a.value, cst.Call) and _dotted_root(a.value.func) in ("jnp", "jax", "np", "numpy"):
+                    return False
+    return True
+
+
+def _dotted_root(e: cst.BaseExpression) -> Optional[str]:
+    while isinstance(e, cst.Attribute):
+        e = e.value
+    return e.value if isinstance(e, cst.Name) else None
 
 
 def _operand_mentions(e: cst.BaseExpression, name: str) -> bool:

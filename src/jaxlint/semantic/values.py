@@ -17,6 +17,7 @@ from ..jaxapi import (
     STATIC_ATTRS,
     STATIC_CALLS,
     TREE_MAPS,
+    TREE_REDUCES,
 )
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
@@ -618,6 +619,17 @@ class Values:
                 trees = [a.value for a in e.args[1:] if a.keyword is None and not a.star]
                 returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, trees) if self.traced(t)})
                 return any(returned) if returned is not None else any(self.traced(t) for t in trees)
+        if qual in TREE_REDUCES and len(e.args) > 1:
+            # `tree_reduce(lambda n, x: n + x.size, tree, 0)`: what the callback returns from the initial
+            # value and a leaf, then from its own result and a leaf
+            ref = self.m.resolve_callable(e.args[0].value, self.fn)
+            given = [p.name for p in ref.fn.params[ref.offset:] if p.name not in ref.bound_names] if ref else []
+            if ref is not None and isinstance(ref.fn.node, (cst.FunctionDef, cst.Lambda)) and len(given) == 2:
+                tree = self.traced(e.args[1].value)
+                acc = self.traced(e.args[2].value) if len(e.args) > 2 else tree
+                returned = self.m.returns_given(ref.fn, {p for p, t in zip(given, (acc, tree)) if t})
+                if returned is not None:  # (static from a static start: static all the way)
+                    return any(returned)
         return any(self.traced(a.value) for a in e.args)
 
 
