@@ -194,10 +194,13 @@ def literal_truth(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
 
 
 def literal_ident(expr: Optional[cst.BaseExpression]) -> Optional[str]:
-    """What an identity test sees of a literal: "True", "False" or "None" for those objects, "value" for
-    any other literal (a number, a string, a container display: never one of them); None otherwise."""
+    """What an identity test sees of a literal: "True", "False" or "None" for those objects, "str:" and the
+    text for a string, "value" for any other literal (a number, a container display: never one of them);
+    None otherwise."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return expr.value
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return "str:" + expr.evaluated_value  # (a string, for equality tests: `if loop == "lax":`)
     if _is_literal(expr) or isinstance(expr, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.FormattedString)):
         return "value"
     return None

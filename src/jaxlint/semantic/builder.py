@@ -897,7 +897,7 @@ def arm_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
 
 def ident_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
     """`if flag is True:` → {"is:True:flag"} in its body and {"isnot:True:flag"} in its `else` (the reverse
-    for `is not`; also False and None), and where `isinstance(x, jax.core.Tracer)` is false,
+    for `is not`; also False and None; `if mode == "lax":` → {"eq:lax:mode"}, {"neq:lax:mode"}), and where `isinstance(x, jax.core.Tracer)` is false,
     {"notracer:x"}: a branch that runs only when a name is that object, or is no tracer."""
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
         return ident_tests(e.expression, not holds)
@@ -909,6 +909,11 @@ def ident_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
                 and right.value in ("True", "False", "None"):
             how = "is" if isinstance(op, cst.Is) == holds else "isnot"
             return frozenset({f"{how}:{right.value}:{e.left.value}"})
+        if isinstance(op, (cst.Equal, cst.NotEqual)) and isinstance(right, cst.SimpleString) \
+                and isinstance(right.evaluated_value, str):
+            # `if loop == "lax":` → {"eq:lax:loop"} in its body, {"neq:lax:loop"} in its `else`
+            how = "eq" if isinstance(op, cst.Equal) == holds else "neq"
+            return frozenset({f"{how}:{right.evaluated_value}:{e.left.value}"})
     return frozenset(f"notracer:{name}" for name in _not_tracer(e)) if not holds else frozenset()
 
 

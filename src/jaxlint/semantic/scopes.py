@@ -221,8 +221,8 @@ class FunctionInfo(Scope):
     # other truth value never runs traced.
     flags: dict[str, bool] = field(default_factory=dict)
     # What a parameter can hold wherever the function is traced, for the parameters every place that
-    # traces it says: "True", "False", "None" (those objects), "tracer", or "value" (anything else, a
-    # tracer or not). `flag is True` where `flag` is a tracer or a literal False at every trace, or
+    # traces it says: "True", "False", "None" (those objects), "str:" and a string literal's text,
+    # "tracer", or "value" (anything else, a tracer or not). `flag is True` where `flag` is a tracer or a literal False at every trace, or
     # `not isinstance(x, jax.core.Tracer)` where `x` is always a tracer, is a Python constant there.
     idents: dict[str, frozenset[str]] = field(default_factory=dict)
     # What the transforms that trace it pass (caller, ((parameter, values or the caller's parameter
@@ -359,7 +359,8 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
     """`if rng is None:` where every traced caller passes an `rng`, or where `rng` is a variable of the
     enclosing function known not to be None wherever the function is traced: the branch never runs traced.
     `if use_jax: … else: …` where every traced caller passes `use_jax=True`: the `else` never runs traced.
-    `if check is True:` where `check` is a tracer or a literal False wherever the function is traced."""
+    `if check is True:` where `check` is a tracer or a literal False wherever the function is traced;
+    `if loop == "python":` where `loop` is the string "lax" wherever the function is traced."""
     for g in guards:
         if g == "never:":
             return True  # `if "jax" in np.__name__:` with `np` NumPy
@@ -377,6 +378,14 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             if can is not None and (can == {"tracer"} if how == "notracer" else
                                     const not in can if how == "is" else not can - {const}):
                 return True  # (a tracer is never `True`, `False` or `None`, and always a `Tracer`)
+            continue
+        if g.startswith(("eq:", "neq:")):
+            how, _, rest = g.partition(":")
+            text, _, name = rest.rpartition(":")
+            can = fn.idents.get(name)
+            if can is not None and (can == {"str:" + text} if how == "neq" else
+                                    "str:" + text not in can and not can & {"value", "tracer"}):
+                return True  # `if loop == "python":` where every traced caller leaves `loop="lax"`
             continue
         if g.startswith("given:"):
             name = g[6:]
