@@ -508,6 +508,11 @@ class _Builder:
             self.m.applied_parent[id(node.func.value)] = node  # jax.jit(f).lower(args): f receives args
         if isinstance(scope, FunctionInfo):
             scope.calls.append(node)
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and node.args \
+                    and func.attr.value in ("pop", "get", "setdefault") and not node.args[0].keyword \
+                    and isinstance(node.args[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+                scope.string_keyed.add(func.value.value)  # `aux.pop("penalty")`: arrays have no such method
         self.m.all_calls.append((node, scope, loop))
         self.walk(node.func, scope, loop)
         for a in node.args:
