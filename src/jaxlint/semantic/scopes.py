@@ -7,6 +7,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from ..findings import TraceTarget
+from ..syntax import only_called
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,6 +371,15 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             want, _, name = g.partition(":")
             if fn.flags.get(name, want == "true") != (want == "true"):
                 return True
+            truths = {_ident_truth(k) for k in fn.idents.get(name, ())} if name not in fn.flags else set()
+            if truths and None not in truths and (want == "true") not in truths:
+                return True  # `if not jit_safe:` where every transform passes `jit_safe` a literal True
+            parent = fn.parent
+            if isinstance(parent, FunctionInfo) and name not in fn.local_names and parent.param(name) is not None \
+                    and name not in parent.assigned and parent.defs.get(fn.name) is fn \
+                    and fn.name not in parent.assigned and parent.node is not None and only_called(parent.node, fn.name) \
+                    and dead_branch(parent, frozenset({g})):
+                return True  # the enclosing function's flag, read by a helper it only calls
             continue
         if g.startswith(("is:", "isnot:", "notracer:")):
             how, _, rest = g.partition(":")
@@ -400,6 +410,13 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
     return False
+
+
+def _ident_truth(kind: str) -> Optional[bool]:
+    """The truth of what an identity test sees (see `FunctionInfo.idents`), when that says it."""
+    if kind in ("True", "False", "None"):
+        return kind == "True"
+    return bool(kind[4:]) if kind.startswith("str:") else None
 
 
 # Transforms that trace even with jit disabled (they are not staging): vmap, grad and their kin.

@@ -410,11 +410,19 @@ class _Tracer:
             # what each parameter holds: a tracer when the transform is given it, else its default
             caller, bound_vals = bound_values or (None, {})
             kinds: dict[str, object] = {}
+            applied = _filled(fn, offset, application.args) if application is not None else None
             for p in fn.params:
                 if p.star or (offset == 0 and fn.is_method and p is fn.params[0]):
                     continue
                 if p.name in bound_pos or p.name in bound:
                     kinds[p.name] = bound_vals.get(p.name)
+                elif p.name in statics:
+                    # a static argument is the Python object the application passes (`jax.vmap(f, (0,
+                    # None))(x, True)`), or the default it leaves
+                    given_arg = applied.get(p.name) if applied is not None else None
+                    ident = literal_ident(given_arg.value) if given_arg is not None else \
+                        literal_ident(p.default) if applied is not None and p.has_default else None
+                    kinds[p.name] = frozenset({ident}) if ident is not None else None
                 elif p.name not in statics:
                     # (None passed to a transform stays None: an empty pytree)
                     traced_kind = frozenset({"tracer"} if p.annotation in ARRAY_ANNOTATIONS else {"value", "None"})
