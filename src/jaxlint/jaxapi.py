@@ -285,6 +285,9 @@ SHAPE_ARGS.update({
     "jax.random.split": ((1,), ("num",)),
     "jax.nn.one_hot": ((1,), ("num_classes",)),
     "builtins.range": ((0, 1, 2), ()),
+    "jax.numpy.argpartition": ((1,), ("kth",)),
+    "jax.numpy.partition": ((1,), ("kth",)),
+    "jax.lax.top_k": ((1,), ("k",)),
 })
 # jax.random samplers: the positional index of `shape`, which is also accepted as a keyword.
 _RANDOM_SHAPE_POS = {

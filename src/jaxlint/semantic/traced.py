@@ -61,7 +61,8 @@ class _Tracer:
                 # equinox passes non-array values through: a parameter declared a Python value
                 # (`dense: Literal[False, True]`, `n: int`) stays one whoever calls the function
                 fn.declared_static |= {p.name for p in fn.params if p.annotation_expr is not None and not p.star
-                                       and scalar_annotation(p.annotation_expr, DECLARED_PYTHON)}
+                                       and (scalar_annotation(p.annotation_expr, DECLARED_PYTHON)
+                                            or self._plain_class(p.annotation_expr, outer))}
         outermost: set[int] = set()
         deferred: list[tuple[FunctionInfo, Transform, dict[str, cst.BaseExpression], bool]] = []
         for fn, (t, opts) in decorated:
@@ -439,6 +440,15 @@ class _Tracer:
                   pytrees=set() if t.statics == "filter" else traced,
                   container_site=container_site if container_site is not None
                   else id(application) if application is not None else None, entry=entry)
+
+    def _plain_class(self, ann: cst.BaseExpression, scope: Scope) -> bool:
+        """An annotation naming a class of this module whose instances are no pytree (a frozen dataclass
+        of settings, an enum): equinox's filter transforms pass such an object through as it is."""
+        m = self.m
+        cls = m.class_named(ann, scope)
+        return cls is not None and not cls.pytree and not cls.registers_subclasses and not cls.container \
+            and m.frameworks.kind(cls) is None and not m.instances_are_pytrees(cls) \
+            and all(b in ("object", "enum.Enum", "enum.IntEnum", "enum.StrEnum") for b in cls.bases)
 
     def _left_out_everywhere(self, fn: FunctionInfo) -> set[str]:
         """The parameters with defaults that every call of a decorated def leaves out, when its name is
@@ -1149,7 +1159,8 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
             size_args = _size_arguments(n, q)
             for v in size_args:
                 sizes.update(id(d) for d in descendants(v))
-            named = any(_operand_mentions(a.value, name) for a in n.args if not any(a.value is v for v in size_args))
+            named = any(_operand_mentions(a.value, name) for a in n.args if not any(a.value is v for v in size_args)
+                        and not _makes_function(fn, a.value))  # `jax.vmap(partial(f, n))` hands on a function
             if q == "builtins.range" and any(isinstance(d, cst.Name) and d.value == name
                                              for a in n.args for d in descendants(a.value)):
                 python = True
@@ -1163,7 +1174,16 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
             array = True
         if array:
             return False
+    if not python and depth < 3:  # `pad = padding` then `jnp.arange(-pad, n + pad)`
+        python = any(len(vals) == 1 and isinstance(vals[0], cst.Name) and vals[0].value == name and alias != name
+                     and fn.param(alias) is None and _python_valued(fn, alias, depth + 1)
+                     for alias, vals in fn.assigned.items())
     return python
+
+
+def _makes_function(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
+    """A lambda, or a `functools.partial` of something: a function, not an array."""
+    return isinstance(e, cst.Lambda) or (isinstance(e, cst.Call) and _qualified(fn, e.func) == "functools.partial")
 
 
 def _only_tested(fn: FunctionInfo, name: str) -> bool:
