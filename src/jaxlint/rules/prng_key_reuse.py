@@ -295,7 +295,8 @@ class PrngKeyReuse(Rule):
             return
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
         # `[permutation(key, a) for a in arrays]`: one permutation applied to each of several arrays
-        if in_loop or (not aligning and root is not None and self._in_comprehension(call, root, key)):
+        if (in_loop or (not aligning and root is not None and self._in_comprehension(call, root, key))) \
+                and not (fname == "split" and root is not None and _indexed_per_pass(call, root, loop_names)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).",
                          key, call)
@@ -886,3 +887,32 @@ def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
     if isinstance(count, cst.Integer) and isinstance(data, cst.Integer):
         return int(data.evaluated_value) >= int(count.evaluated_value)
     return code_of(count) == code_of(data)
+
+
+def _indexed_per_pass(call: cst.Call, root: cst.CSTNode, loop_names: Optional[Container[str]]) -> bool:
+    """`split(key, n)[i]` where `i` is a variable of the loop or comprehension around it: each pass takes
+    a different key of the same split (`fold_in(key, i)` written another way)."""
+    found: list[tuple[set[str], set[str]]] = []
+
+    def walk(n: cst.CSTNode, bound: frozenset[str]) -> None:
+        if found:
+            return
+        if isinstance(n, cst.Subscript) and n.value is call:
+            index = {d.value for el in n.slice for d in descendants(el) if isinstance(d, cst.Name)}
+            found.append((index, set(bound)))
+            return
+        if isinstance(n, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            level: Optional[cst.CompFor] = n.for_in
+            names = set(bound)
+            while level is not None:
+                names.update(_target_names(level.target))
+                level = level.inner_for_in
+            bound = frozenset(names)
+        for c in children(n):
+            walk(c, bound)
+
+    walk(root, frozenset())
+    if not found:
+        return False
+    index, bound = found[0]
+    return bool(index & bound) or any(i in loop_names for i in index) if loop_names is not None else bool(index & bound)
