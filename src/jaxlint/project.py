@@ -24,6 +24,9 @@ _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".sta
                    b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar",
                    b"nnx")  # an nnx Module's Python settings are static pytree metadata
 
+# What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch).
+_SWITCH_MARKERS = (b"[\"pytree_node\"]", b"['pytree_node']", b"pytree_node=", b"[\"static\"]", b"['static']")
+
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
                "unused-suppression"}
@@ -59,6 +62,7 @@ class ProjectIndex:
         self._numpy_aliases: dict[str, frozenset[str]] = {}  # per file: type aliases that admit a NumPy array
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
         self._python_params: dict[str, dict[str, tuple[tuple[str, Optional[int]], ...]]] = {}  # per file: parameters declared Python values
+        self._switch_fns: dict[str, dict[str, tuple[str, Optional[int], bool, bool]]] = {}  # per file: see ModuleModel.field_switch
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
         # Files that parse but whose summaries could not be computed, with the fault: each such file tells
         # the others nothing (its classes, static helpers, key-consuming functions), so tests watch this.
@@ -154,6 +158,7 @@ class ProjectIndex:
         self._numpy_aliases[path] = frozenset()
         self._element_fns[path] = {}
         self._python_params[path] = {}
+        self._switch_fns[path] = {}
         self._key_fns[path] = {}
         self._imports[path] = {}
         self._reading.append(path)
@@ -192,6 +197,7 @@ class ProjectIndex:
             self._numpy_aliases[path] = model.numpy_aliases()
             self._element_fns[path] = model.static_elements()
             self._python_params[path] = model.python_parameters()
+            self._switch_fns[path] = model.field_switches()
             self._key_fns[path] = module_key_params(model)
         except (OSError, UnicodeError, cst.ParserSyntaxError):
             pass  # a file that cannot be read or parsed tells nothing
@@ -313,14 +319,20 @@ class ProjectIndex:
             data: set[str] = set()
             # The given files only: modules found beside them (path_of) join by_module while this runs.
             texts = self._given_texts()
+            markers = list(_STATIC_MARKERS)
+            for path, raw in texts.items():  # the project's own field helpers: `field(10, jaxed=False)`
+                if any(m in raw for m in _SWITCH_MARKERS):
+                    self._read(path)
+                    markers += [f"{name}={want}".encode() for name, _i, want, _d in self._switch_fns.get(path, {}).values()]
             for mod, path in list(self.given.items()):
                 raw = texts.get(path)
-                if raw is None or not any(marker in raw for marker in _STATIC_MARKERS):
+                if raw is None or not any(marker in raw for marker in markers):
                     continue
                 for facts in self.classes(mod).values():
                     # a plain class's static names are its `ClassVar`s: class attributes, on every instance
                     static |= facts.static_fields | facts.python_attributes
-                    data |= facts.fields - facts.static_fields - facts.python_attributes
+                    if facts.module_kind != "linen":  # a linen Module's attributes are settings, never leaves
+                        data |= facts.fields - facts.static_fields - facts.python_attributes
             self._static = frozenset(static - data)
         return self._static
 
@@ -377,6 +389,7 @@ class ProjectIndex:
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,
+                              field_switch=summary(self._switch_fns),
                               numpy_alias=returns("numpy_alias"))
 
 
@@ -438,5 +451,7 @@ def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]
             out.append(base)
             out.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
         elif isinstance(node, ast.Import):
-            out.extend(a.name for a in node.names)
+            for a in node.names:  # `import pkg.core` binds `pkg` too: `pkg.field` is read through it
+                parts = a.name.split(".")
+                out.extend(".".join(parts[:i]) for i in range(len(parts), 0, -1) if a.asname is None or i == len(parts))
     return out

@@ -584,6 +584,8 @@ def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Sco
         return True  # jax-md's dataclasses.static_field(), equinox's old spelling, `jax.tree.static()`, `Pytree.static()`
     if model.makes_static_field(qual, value.func):
         return True  # `frozen_field(default=...)`: a helper of this module or the project returning such a field
+    if model.switched_static(value, scope):
+        return True  # `field(10, jaxed=False)`: a helper whose argument sets `pytree_node`
     if last not in ("field", "Field"):
         return False
     for a in value.args:

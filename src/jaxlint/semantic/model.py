@@ -27,7 +27,7 @@ from ..jaxapi import (
     static_wrapper,
 )
 from ..syntax import (
-    DECLARED_PYTHON, SCALAR_TYPES, _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, only_called, plain_annotation,
+    DECLARED_PYTHON, SCALAR_TYPES, _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, literal_truth, only_called, plain_annotation,
     scalar_annotation,
 )
 from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
@@ -1351,6 +1351,64 @@ class ModuleModel:
             known[id(fn)] = not fn.is_method and bool(returns) and all(
                 r is not None and _field_is_static(self, r, fn) for r in returns)
         return known[id(fn)]
+
+    def field_switch(self, fn: FunctionInfo) -> Optional[tuple[str, Optional[int], bool, bool]]:
+        """A module-level helper whose every return declares a field whose leafness one of its parameters
+        sets (`def field(default=None, jaxed=True, **kw): kw["pytree_node"] = jaxed; return
+        struct.field(**kw)`): that parameter, its position, the truth that makes the field static, and
+        whether its default does."""
+        if fn.is_method or not isinstance(fn.node, cst.FunctionDef):
+            return None
+        found: set[tuple[str, bool]] = set()
+        for r in _returns(fn.node.body):
+            v = r.value
+            if not isinstance(v, cst.Call) or (dotted(v.func) or "").rsplit(".", 1)[-1] not in ("field", "Field"):
+                return None
+            switch = None
+            for a in v.args:
+                kw = a.keyword.value if a.keyword is not None else None
+                if kw in ("pytree_node", "static") and isinstance(a.value, cst.Name):
+                    switch = (a.value.value, kw == "static")
+                elif a.star == "**" and isinstance(a.value, cst.Name):
+                    for target, value, how in fn.events:  # `kw["pytree_node"] = jaxed`
+                        if how == "=" and isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) \
+                                and target.value.value == a.value.value and isinstance(value, cst.Name) \
+                                and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
+                                and isinstance(target.slice[0].slice.value, cst.SimpleString) \
+                                and target.slice[0].slice.value.evaluated_value in ("pytree_node", "static"):
+                            switch = (value.value, target.slice[0].slice.value.evaluated_value == "static")
+            if switch is None or fn.param(switch[0]) is None or switch[0] in fn.assigned:
+                return None
+            found.add(switch)
+        if len(found) != 1:
+            return None
+        name, want = found.pop()
+        p = fn.param(name)
+        return name, p.index, want, p.has_default and literal_truth(p.default) == want  # type: ignore[union-attr]
+
+    def field_switches(self) -> dict[str, tuple[str, Optional[int], bool, bool]]:
+        """The module-level helpers of `field_switch`, by name."""
+        return {name: sw for name, fn in self.root.defs.items() if (sw := self.field_switch(fn)) is not None}
+
+    def switched_static(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a call of a helper of `field_switch` (of this module or another project file) turns the
+        switch to static (`field(10, jaxed=False)`)."""
+        func = call.func
+        qual = self.resolve(func, scope) or dotted(func) or ""
+        fn = self.root.defs.get(qual) if isinstance(func, cst.Name) and "." not in qual else None
+        if fn is not None:
+            switch = self.field_switch(fn)
+        elif self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")):
+            switch = self.project.field_switch(qual)
+        else:
+            return False
+        if switch is None:
+            return False
+        name, index, want, by_default = switch
+        given = _arg(call, index if index is not None else 10_000, name)
+        if given is None:
+            return by_default and not any(a.star for a in call.args)
+        return literal_truth(given) == want
 
     def static_field_makers(self) -> frozenset[str]:
         """Module-level functions returning a static field declaration (`return tc.field(on_setattr=[tc.freeze])`,

@@ -139,6 +139,9 @@ class ProjectClasses:
     # (`def frozen_field(**kw): return tc.field(on_setattr=[tc.freeze], **kw)`), so a class-body default
     # made by it declares a static field.
     static_field_maker: "Callable[[str], bool]" = lambda qualname: False
+    # A function of another project file whose argument sets a field's leafness (see
+    # `ModuleModel.field_switch`): (parameter, position, truth making it static, whether the default does).
+    field_switch: "Callable[[str], Optional[tuple[str, Optional[int], bool, bool]]]" = lambda qualname: None
     # Whether a name of another project file is a type alias admitting a NumPy array
     # (`Array = Union[np.ndarray, jax.Array]`): what it annotates may be a mutable NumPy array.
     numpy_alias: "Callable[[str], bool]" = lambda qualname: False
