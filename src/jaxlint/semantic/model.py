@@ -30,7 +30,7 @@ from ..syntax import (
     DECLARED_PYTHON, SCALAR_TYPES, _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, literal_truth, only_called, plain_annotation,
     scalar_annotation,
 )
-from .builder import _REGISTER_CALLS, _Builder, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
+from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
@@ -1300,8 +1300,39 @@ class ModuleModel:
         and each side of an `or` of such tests."""
         if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.Or):
             return self.untraced_unless(e.left, scope) | self.untraced_unless(e.right, scope)
+        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+            # `JAX_AVAILABLE and isinstance(x, jax.Array)`: the flag holds wherever JAX traces
+            if isinstance(e.left, cst.Name) and e.left.value in self.jax_available_flags():
+                return self.untraced_unless(e.right, scope)
+            if isinstance(e.right, cst.Name) and e.right.value in self.jax_available_flags():
+                return self.untraced_unless(e.left, scope)
+            return set()
         tested = self.tracer_tested(e, scope)
-        return {tested} if tested is not None else set()
+        # (a tracer is also a `jax.Array`: where `isinstance(x, jax.Array)` fails, `x` is no tracer)
+        return {tested} if tested is not None else set(_array_test(e))
+
+    def jax_available_flags(self) -> frozenset[str]:
+        """Module names set True by a `try:` that imports JAX (and False by its handlers) and bound no other
+        way: `JAX_AVAILABLE` holds wherever JAX traces the module's code."""
+        found = self.__dict__.get("_jax_flags")
+        if found is None:
+            names: set[str] = set()
+            tries = [n for stmt in self.module.body if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))
+                     for n in descendants(stmt) if isinstance(n, cst.Try)]
+            for t in tries:
+                if not any(isinstance(n, (cst.Import, cst.ImportFrom)) and any(
+                        (dotted(m) or "").split(".")[0] == "jax" for m in (
+                            [n.module] if isinstance(n, cst.ImportFrom) and n.module is not None and not n.relative
+                            else [a.name for a in n.names] if isinstance(n, cst.Import) else []))
+                        for n in descendants(t.body)):
+                    continue  # (a `try:` importing JAX: True in its body, False in its handlers)
+                for part, value in [(t.body, "True")] + [(h.body, "False") for h in t.handlers]:
+                    names |= {tg.target.value for n in descendants(part) if isinstance(n, cst.Assign)
+                              and _is_const(n.value, value) for tg in n.targets if isinstance(tg.target, cst.Name)}
+            found = self.__dict__["_jax_flags"] = frozenset(
+                n for n in names if self.owner_of(n, self.root) is self.root and all(
+                    v is None or _is_const(v, "True") or _is_const(v, "False") for v in self.root.assigned.get(n, [])))
+        return found
 
     def tracer_tested(self, e: cst.BaseExpression, scope: Scope) -> Optional[str]:
         """The name a test is true for only when it holds a tracer: `isinstance(x, jax.core.Tracer)`, or a
