@@ -222,7 +222,8 @@ class _Tracer:
                     self.seed(ref.fn, got, opts, ref.offset, ref.bound_names, got.abstract or site_abstract,
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
                               application=application, outer_opts=outer_opts,
-                              bound_values=_bound_idents(fexpr, scope.function_scope()))
+                              bound_values=_bound_idents(fexpr, scope.function_scope()),
+                              left_out=self._left_out_by_alias(call, scope, ref) if application is None else None)
                     if site_fn is not None and site_fn.traced:
                         # `jax.vmap(partial(apply, params))(xs)` in traced code: what the partial binds
                         # is a value of the enclosing trace, a tracer where it is one there
@@ -338,12 +339,15 @@ class _Tracer:
              application: Optional[cst.Call] = None, inner: bool = False,
              container_site: Optional[int] = None,
              outer_opts: Optional[dict[str, cst.BaseExpression]] = None,
-             bound_values: Optional[tuple[Optional[FunctionInfo], dict[str, object]]] = None) -> None:
+             bound_values: Optional[tuple[Optional[FunctionInfo], dict[str, object]]] = None,
+             left_out: Optional[set[str]] = None) -> None:
         """`passed`: how many leading positional parameters the transform always fills (a control-flow
         body's carry and element), whatever their defaults say. `inner`: a decorator below another
         transform's, which gets its arguments from that transform. `container_site`: where the arguments
         that say which parameters hold containers are recorded (see `mark`); an application by default.
-        `bound_values`: what a `partial` the transform is given binds (see `_bound_idents`)."""
+        `bound_values`: what a `partial` the transform is given binds (see `_bound_idents`). `left_out`:
+        parameters every call of the name the transformed function is bound to leaves out."""
+        given_left_out = left_out or set()
         statics = static_param_names(fn, t, opts, offset, lead)
         if outer is not None and outer_opts is not None:
             # `jax.jit(jax.grad(f), static_argnames="n")`: the wrapper keeps f's signature, so the outer
@@ -369,7 +373,7 @@ class _Tracer:
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         given = {p.name for p in fn.params if not p.has_default}
-        left_out: set[str] = set()  # parameters the application does not pass: they keep their defaults
+        left_out = set(given_left_out)  # parameters the application does not pass: they keep their defaults
         if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
             given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
             if not any(a.star for a in application.args):
@@ -377,7 +381,7 @@ class _Tracer:
         elif application is None and not lead and not offset and not bound and inner is False:
             # `@jax.jit def run(key, verbose=args.verbose)` called only as `run(k)`: a parameter every call
             # leaves out keeps its default, a Python value (jit traces only what a call passes)
-            left_out = self._left_out_everywhere(fn)
+            left_out |= self._left_out_everywhere(fn)
         _note_passed(fn, given | {p.name for p in positional[offset:offset + passed]} | bound_pos | set(bound))
         # (a transform's own call sites are not followed here: what its callers give is not known)
         _note_left_none(fn, {n for n in left_out if _is_const(fn.param(n).default, "None")}
@@ -449,6 +453,36 @@ class _Tracer:
         return cls is not None and not cls.pytree and not cls.registers_subclasses and not cls.container \
             and m.frameworks.kind(cls) is None and not m.instances_are_pytrees(cls) \
             and all(b in ("object", "enum.Enum", "enum.IntEnum", "enum.StrEnum") for b in cls.bases)
+
+    def _left_out_by_alias(self, call: cst.Call, scope: Scope, ref: CallableRef) -> set[str]:
+        """`run_jit = jax.jit(run)` then only `run_jit(key)`: the parameters with defaults every call of the
+        name leaves out (the name only ever called while it holds the transform; its other bindings, if
+        any, are no functions: `fps = jax.jit(f)`, later `fps = n / t`)."""
+        fn = ref.fn
+        opened = [p for p in fn.params if p.has_default and not p.star and not _constant_default(p.default)
+                  and not (p.index is not None and p.index < ref.offset) and p.name not in ref.bound_names]
+        if not opened or ref.lead or scope.node is None:
+            return set()
+        names = [n for n, vals in scope.assigned.items() if any(v is call for v in vals)]
+        if len(names) != 1:
+            return set()
+        name = names[0]
+        others = [v for v in scope.assigned[name] if v is not call]
+        if any(v is None or isinstance(v, (cst.Name, cst.Call, cst.Attribute, cst.Lambda, cst.Subscript))
+               for v in others):
+            return set()  # bound again to something that may be callable
+        if not others and not only_called(scope.node, name):
+            return set()
+        if self.m.project is not None and scope is self.m.root and self.m.project.mentioned_elsewhere(name):
+            return set()
+        calls = [c for c, s, _l in self.m.all_calls if isinstance(c.func, cst.Name) and c.func.value == name
+                 and self.m.owner_of(name, s) is scope]
+        if not calls or any(a.star for c in calls for a in c.args):
+            return set()
+        out = {p.name for p in opened}
+        for c in calls:
+            out &= _left_out(fn, ref.offset, c)
+        return out
 
     def _left_out_everywhere(self, fn: FunctionInfo) -> set[str]:
         """The parameters with defaults that every call of a decorated def leaves out, when its name is
