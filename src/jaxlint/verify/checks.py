@@ -45,7 +45,7 @@ class Check:
     kind: str
     # Exception class names (any class in the raised exception's MRO) that confirm the finding.
     errors: tuple[str, ...] = ()
-    # Or: a TypeError/IndexError whose message contains one of these phrases.
+    # Or: a TypeError/IndexError/ValueError whose message contains one of these phrases.
     phrases: tuple[str, ...] = ()
     # For `raises`: the flagged line running under a trace without an error refutes the finding.
     refutable: bool = False
@@ -58,7 +58,8 @@ CHECKS: dict[str, Check] = {
     "traced-while": Check(RAISES, ("ConcretizationTypeError", "TracerBoolConversionError"), refutable=True,
                           how="tracing raises TracerBoolConversionError at the line"),
     "traced-shape": Check(RAISES, _CONCRETIZATION,
-                          ("concrete", "static", "Shapes must be", "must have __hash__"), refutable=True,
+                          ("concrete", "static", "Shapes must be", "must have __hash__",
+                           "Non-hashable static arguments"), refutable=True,
                           how="tracing raises a concretization or shape error at the line"),
     "traced-bool-index": Check(RAISES, ("NonConcreteBooleanIndexError",) + _CONCRETIZATION, refutable=True,
                                how="tracing raises NonConcreteBooleanIndexError at the line"),
@@ -100,7 +101,9 @@ def confirms(slug: str, exc: BaseException) -> bool:
         return False
     if check.errors and _class_names(exc) & set(check.errors):
         return True
-    if check.phrases and isinstance(exc, (TypeError, IndexError)):
+    # (ValueError: a tracer reaching a static argument of JAX's own jitted functions, `jnp.argpartition`'s
+    # `kth`, raises "Non-hashable static arguments are not supported")
+    if check.phrases and isinstance(exc, (TypeError, IndexError, ValueError)):
         text = str(exc)
         return any(p in text for p in check.phrases)
     return False
