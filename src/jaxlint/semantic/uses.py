@@ -236,11 +236,15 @@ class ModuleUses:
                 # `timeit(lambda: step(x), number=1)`: the lambda runs where it is handed on
                 out.sites.append(Site(root, self.model.call_order.get(id(holder), 0), self.loop_of.get(id(holder))))
                 continue
+            elif isinstance(s, FunctionInfo) and s.parent is root and isinstance(s.node, cst.Lambda) \
+                    and (bound := [n for n, vals in root.assigned.items() if any(v is s.node for v in vals)]) \
+                    and len(bound) == 1:
+                sub = self.uses(bound[0], stop, busy)  # `model = lambda p, x: forward(p, x)`: where `model` runs
             elif stop is None and (top := _module_level_def(s, root)) is not None:
                 # a nested function may be handed on and run later, but only once its module-level
                 # def has run: that def's uses, kept open
                 sub = self.uses(top.name, stop, busy)
-                if sub is not None:
+                if sub is not None and not _only_called_within(s, top):
                     sub.lasting = True
             else:
                 return None  # a nested function may be handed on and run later
@@ -252,6 +256,19 @@ class ModuleUses:
                     site.cached = True
             out.merge(sub)
         return out
+
+
+def _only_called_within(fn: Scope, top: FunctionInfo) -> bool:
+    """Whether a function nested in `top` runs only while `top` runs: it and each def around it below
+    `top` is only called by the function that defines it (never handed on, stored or returned)."""
+    s = fn
+    while s is not top:
+        parent = s.parent
+        if not isinstance(s, FunctionInfo) or not isinstance(parent, FunctionInfo) or parent.node is None \
+                or parent.defs.get(s.name) is not s or s.name in parent.assigned or not only_called(parent.node, s.name):
+            return False
+        s = parent
+    return True
 
 
 def _module_level_def(scope: Scope, root: Scope) -> Optional[FunctionInfo]:
