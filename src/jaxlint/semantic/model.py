@@ -310,11 +310,6 @@ class ModuleModel:
         module, and, for an attribute, not called by another file of the project. The wrapped function is
         never traced through it (code that switched to the plain call and left the jit behind)."""
         fn = scope.function_scope()
-        if fn is None and scope is self.root:
-            # `encode_jit = jit(encode)` at module level: read nowhere here, called by no other file
-            names = [n for n, vals in self.root.assigned.items() if any(v is call for v in vals)]
-            return len(names) == 1 and self.project is not None and not self.project.mentioned_elsewhere(names[0]) \
-                and sum(1 for n in descendants(self.module) if isinstance(n, cst.Name) and n.value == names[0]) == 1
         if fn is None or not isinstance(fn.node, cst.FunctionDef):
             return False
         targets = [t for t, v, how in fn.events if v is call and how == "="]
