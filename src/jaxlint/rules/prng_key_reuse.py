@@ -296,7 +296,7 @@ class PrngKeyReuse(Rule):
         in_loop = loop_names is not None and key.split("[")[0] not in loop_names
         # `[permutation(key, a) for a in arrays]`: one permutation applied to each of several arrays
         if (in_loop or (not aligning and root is not None and self._in_comprehension(call, root, key))) \
-                and not (fname == "split" and root is not None and _indexed_per_pass(call, root, loop_names)):
+                and not (fname == "split" and root is not None and _indexed_per_pass(call, root, loop_names, key)):
             self._report(call, f"`{key}` is used on every pass of the loop without being replaced, so every pass "
                          "draws the same numbers; split a new key inside the loop (or `fold_in` the loop index).",
                          key, call)
@@ -889,14 +889,18 @@ def _folds_past_split(split: cst.CSTNode, fold: cst.Call) -> bool:
     return code_of(count) == code_of(data)
 
 
-def _indexed_per_pass(call: cst.Call, root: cst.CSTNode, loop_names: Optional[Container[str]]) -> bool:
+def _indexed_per_pass(call: cst.Call, root: cst.CSTNode, loop_names: Optional[Container[str]], key: str) -> bool:
     """`split(key, n)[i]` where `i` is a variable of the loop or comprehension around it: each pass takes
-    a different key of the same split (`fold_in(key, i)` written another way)."""
+    a different key of the same split (`fold_in(key, i)` written another way), when the statement (or
+    comprehension) uses `key` nowhere else (`keys[1] if i == 0 else split(keys[1])[i]` uses it whole)."""
     found: list[tuple[set[str], set[str]]] = []
+    around: list[cst.CSTNode] = []
 
     def walk(n: cst.CSTNode, bound: frozenset[str]) -> None:
         if found:
             return
+        if isinstance(n, (cst.SimpleStatementLine, cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            around.append(n)
         if isinstance(n, cst.Subscript) and n.value is call:
             index = {d.value for el in n.slice for d in descendants(el) if isinstance(d, cst.Name)}
             found.append((index, set(bound)))
@@ -910,9 +914,15 @@ def _indexed_per_pass(call: cst.Call, root: cst.CSTNode, loop_names: Optional[Co
             bound = frozenset(names)
         for c in children(n):
             walk(c, bound)
+        if not found and around and around[-1] is n:
+            around.pop()
 
     walk(root, frozenset())
     if not found:
+        return False
+    region = around[-1] if around else root  # (the statement's expression, when that is what is walked)
+    if sum(1 for d in descendants(region) if isinstance(d, (cst.Name, cst.Subscript, cst.Attribute))
+           and code_of(d) == key) != 1:
         return False
     index, bound = found[0]
     return bool(index & bound) or any(i in loop_names for i in index) if loop_names is not None else bool(index & bound)
