@@ -925,4 +925,4 @@ def _indexed_per_pass(call: cst.Call, root: cst.CSTNode, loop_names: Optional[Co
            and code_of(d) == key) != 1:
         return False
     index, bound = found[0]
-    return bool(index & bound) or any(i in loop_names for i in index) if loop_names is not None else bool(index & bound)
+    return any(i in bound or (loop_names is not None and i in loop_names) for i in index)

@@ -904,8 +904,9 @@ def arm_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
 
 def ident_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
     """`if flag is True:` → {"is:True:flag"} in its body and {"isnot:True:flag"} in its `else` (the reverse
-    for `is not`; also False and None; `if mode == "lax":` → {"eq:lax:mode"}, {"neq:lax:mode"}), and where `isinstance(x, jax.core.Tracer)` is false,
-    {"notracer:x"}: a branch that runs only when a name is that object, or is no tracer."""
+    for `is not`; also False and None; `if mode == "lax":` → {"eq:lax:mode"}, {"neq:lax:mode"}), and
+    where `isinstance(x, jax.core.Tracer)` is false, {"notracer:x"}: a branch that runs only when a name
+    is that object (or string), or is no tracer."""
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
         return ident_tests(e.expression, not holds)
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):

@@ -226,7 +226,8 @@ class FunctionInfo(Scope):
     flags: dict[str, bool] = field(default_factory=dict)
     # What a parameter can hold wherever the function is traced, for the parameters every place that
     # traces it says: "True", "False", "None" (those objects), "str:" and a string literal's text,
-    # "tracer", or "value" (anything else, a tracer or not). `flag is True` where `flag` is a tracer or a literal False at every trace, or
+    # "tracer", or "value" (anything else, a tracer or not). `flag is True` where `flag` is a tracer or
+    # a literal False at every trace, or
     # `not isinstance(x, jax.core.Tracer)` where `x` is always a tracer, is a Python constant there.
     idents: dict[str, frozenset[str]] = field(default_factory=dict)
     # What the transforms that trace it pass (caller, ((parameter, values or the caller's parameter
@@ -379,9 +380,7 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
                 return True  # `if not jit_safe:` where every transform passes `jit_safe` a literal True
             parent = fn.parent
             if isinstance(parent, FunctionInfo) and name not in fn.local_names and parent.param(name) is not None \
-                    and name not in parent.assigned and parent.defs.get(fn.name) is fn \
-                    and fn.name not in parent.assigned and parent.node is not None and only_called(parent.node, fn.name) \
-                    and dead_branch(parent, frozenset({g})):
+                    and name not in parent.assigned and called_only_by_parent(fn) and dead_branch(parent, frozenset({g})):
                 return True  # the enclosing function's flag, read by a helper it only calls
             continue
         if g.startswith(("is:", "isnot:", "notracer:")):
@@ -413,6 +412,13 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
     return False
+
+
+def called_only_by_parent(fn: Scope) -> bool:
+    """A def nested in a function that only calls it there (never hands it on, stores or returns it)."""
+    parent = fn.parent
+    return isinstance(fn, FunctionInfo) and isinstance(parent, FunctionInfo) and parent.node is not None \
+        and parent.defs.get(fn.name) is fn and fn.name not in parent.assigned and only_called(parent.node, fn.name)
 
 
 def _ident_truth(kind: str) -> Optional[bool]:

@@ -22,7 +22,7 @@ from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
     DECLARED_PYTHON, dotted, literal_ident, literal_truth, only_called, scalar_annotation,
 )
-from .scopes import CallableRef, ClassInfo, FunctionInfo, Param, Scope, dead_branch
+from .scopes import CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch
 from .values import Values
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class _Tracer:
                 continue
             inner = id(fn) in outermost
             outermost.add(id(fn))
-            if t.statics == "filter" and len(fn.decorators) == 1 and _called_only_by_parent(fn):
+            if t.statics == "filter" and len(fn.decorators) == 1 and called_only_by_parent(fn):
                 # equinox's filter transforms trace the arrays they are given and pass every other value
                 # through: inside a traced function, its calls say which parameters are traced
                 deferred.append((fn, t, opts, inner))
@@ -347,7 +347,6 @@ class _Tracer:
         that say which parameters hold containers are recorded (see `mark`); an application by default.
         `bound_values`: what a `partial` the transform is given binds (see `_bound_idents`). `left_out`:
         parameters every call of the name the transformed function is bound to leaves out."""
-        given_left_out = left_out or set()
         statics = static_param_names(fn, t, opts, offset, lead)
         if outer is not None and outer_opts is not None:
             # `jax.jit(jax.grad(f), static_argnames="n")`: the wrapper keeps f's signature, so the outer
@@ -373,7 +372,7 @@ class _Tracer:
         positional = [p for p in fn.params if p.index is not None]
         bound_pos = {p.name for p in positional[:offset]}
         given = {p.name for p in fn.params if not p.has_default}
-        left_out = set(given_left_out)  # parameters the application does not pass: they keep their defaults
+        left_out = set(left_out or ())  # parameters the application does not pass: they keep their defaults
         if application is not None and not lead:  # `jax.jit(f)(x, rng)`, `jax.jit(f).lower(x, rng_shape)`
             given |= _passed_names(CallableRef(fn, offset, frozenset(bound)), application, None)
             if not any(a.star for a in application.args):
@@ -428,7 +427,7 @@ class _Tracer:
                     ident = literal_ident(given_arg.value) if given_arg is not None else \
                         literal_ident(p.default) if applied is not None and p.has_default else None
                     kinds[p.name] = frozenset({ident}) if ident is not None else None
-                elif p.name not in statics:
+                else:
                     # (None passed to a transform stays None: an empty pytree)
                     traced_kind = frozenset({"tracer"} if p.annotation in ARRAY_ANNOTATIONS else {"value", "None"})
                     default = literal_ident(p.default) if p.has_default else None
@@ -702,13 +701,6 @@ def external_target(m: ModuleModel, ext: ExternalCall) -> Optional[FunctionInfo]
     if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
         return m.frameworks.method_named(ext.qualname)
     return m.root.defs.get(ext.qualname)
-
-
-def _called_only_by_parent(fn: FunctionInfo) -> bool:
-    """A def nested in a function that only calls it there (never hands it on or returns it)."""
-    parent = fn.parent
-    return isinstance(parent, FunctionInfo) and parent.defs.get(fn.name) is fn \
-        and fn.name not in parent.assigned and only_called(parent.node, fn.name)
 
 
 def solve_flags(functions: list[FunctionInfo], constants: Optional[dict[int, dict[str, bool]]] = None) -> bool:
@@ -1243,7 +1235,7 @@ def _only_tested(fn: FunctionInfo, name: str) -> bool:
             reads.append(n)
         elif isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and any(
                 isinstance(d, (cst.Name, cst.Param)) and getattr(d, "value", None) == name for d in descendants(n)):
-            return False  # a nested scope that may bind the name again: not worth telling apart
+            return False  # a nested scope that reads or binds the name: not followed
     if not reads or not all(id(r) in tests for r in reads):
         return False
     # unless a call here hands it an array made on the spot (`calc(x, jnp.array(True))`)
@@ -1257,15 +1249,10 @@ def _only_tested(fn: FunctionInfo, name: str) -> bool:
             for i, a in enumerate(n.args):
                 hit = a.keyword.value == name if a.keyword is not None else (
                     not a.star and i < len(positional) and positional[i] is param)
-                if hit and isinstance(a.value, cst.Call) and _dotted_root(a.value.func) in ("jnp", "jax", "np", "numpy"):
+                if hit and isinstance(a.value, cst.Call) \
+                        and (dotted(a.value.func) or "").split(".")[0] in ("jnp", "jax", "np", "numpy"):
                     return False
     return True
-
-
-def _dotted_root(e: cst.BaseExpression) -> Optional[str]:
-    while isinstance(e, cst.Attribute):
-        e = e.value
-    return e.value if isinstance(e, cst.Name) else None
 
 
 def _operand_mentions(e: cst.BaseExpression, name: str) -> bool:

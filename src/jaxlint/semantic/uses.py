@@ -9,7 +9,7 @@ import libcst as cst
 from ..jaxapi import LAX_BODIES
 from ..syntax import iter_children, only_called
 from .model import ModuleModel
-from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope
+from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope, called_only_by_parent
 
 
 @dataclass
@@ -263,11 +263,9 @@ def _only_called_within(fn: Scope, top: FunctionInfo) -> bool:
     `top` is only called by the function that defines it (never handed on, stored or returned)."""
     s = fn
     while s is not top:
-        parent = s.parent
-        if not isinstance(s, FunctionInfo) or not isinstance(parent, FunctionInfo) or parent.node is None \
-                or parent.defs.get(s.name) is not s or s.name in parent.assigned or not only_called(parent.node, s.name):
+        if not called_only_by_parent(s):
             return False
-        s = parent
+        s = s.parent  # type: ignore[assignment]
     return True
 
 
