@@ -1320,11 +1320,7 @@ class ModuleModel:
             tries = [n for stmt in self.module.body if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))
                      for n in descendants(stmt) if isinstance(n, cst.Try)]
             for t in tries:
-                if not any(isinstance(n, (cst.Import, cst.ImportFrom)) and any(
-                        (dotted(m) or "").split(".")[0] == "jax" for m in (
-                            [n.module] if isinstance(n, cst.ImportFrom) and n.module is not None and not n.relative
-                            else [a.name for a in n.names] if isinstance(n, cst.Import) else []))
-                        for n in descendants(t.body)):
+                if not any(_imports_jax(n) for n in descendants(t.body)):
                     continue  # (a `try:` importing JAX: True in its body, False in its handlers)
                 for part, value in [(t.body, "True")] + [(h.body, "False") for h in t.handlers]:
                     names |= {tg.target.value for n in descendants(part) if isinstance(n, cst.Assign)
@@ -1795,6 +1791,14 @@ def _always_returns(block: cst.BaseSuite) -> bool:
     stmts = block.body if isinstance(block, cst.IndentedBlock) else []
     last = stmts[-1] if stmts else None
     return isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in last.body)
+
+
+def _imports_jax(n: cst.CSTNode) -> bool:
+    """`import jax...` or `from jax... import ...`."""
+    if isinstance(n, cst.Import):
+        return any((dotted(a.name) or "").split(".")[0] == "jax" for a in n.names)
+    return isinstance(n, cst.ImportFrom) and n.module is not None and not n.relative \
+        and (dotted(n.module) or "").split(".")[0] == "jax"
 
 
 def identity_hash(cls: ClassInfo) -> bool:

@@ -476,12 +476,7 @@ class _Tracer:
             return set()
         calls = [c for c, s, _l in self.m.all_calls if isinstance(c.func, cst.Name) and c.func.value == name
                  and self.m.owner_of(name, s) is scope]
-        if not calls or any(a.star for c in calls for a in c.args):
-            return set()
-        out = {p.name for p in opened}
-        for c in calls:
-            out &= _left_out(fn, ref.offset, c)
-        return out
+        return _left_out_of_all(fn, ref.offset, opened, calls)
 
     def _left_out_everywhere(self, fn: FunctionInfo) -> set[str]:
         """The parameters with defaults that every call of a decorated def leaves out, when its name is
@@ -494,12 +489,7 @@ class _Tracer:
                 or (owner is m.root and m.project is not None and m.project.mentioned_elsewhere(fn.name)):
             return set()
         calls = [c for c, _s, _l in m.all_calls if isinstance(c.func, cst.Name) and c.func.value == fn.name]
-        if not calls or any(a.star for c in calls for a in c.args):
-            return set()
-        out = {p.name for p in opened}
-        for c in calls:
-            out &= _left_out(fn, 0, c)
-        return out
+        return _left_out_of_all(fn, 0, opened, calls)
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
@@ -1383,6 +1373,17 @@ def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at:
         return ref
     before = [fn for stamp, fn in history if stamp < at]
     return dataclasses.replace(ref, fn=before[-1]) if before else ref
+
+
+def _left_out_of_all(fn: FunctionInfo, offset: int, opened: list[Param], calls: list[cst.Call]) -> set[str]:
+    """Those of the `opened` parameters that every one of `calls` leaves out; none when there is no call
+    or one unpacks arguments."""
+    if not calls or any(a.star for c in calls for a in c.args):
+        return set()
+    out = {p.name for p in opened}
+    for c in calls:
+        out &= _left_out(fn, offset, c)
+    return out
 
 
 def _left_out(fn: FunctionInfo, offset: int, call: cst.Call) -> set[str]:
