@@ -191,6 +191,9 @@ class FunctionInfo(Scope):
     site_params: dict[int, frozenset[str]] = field(default_factory=dict)
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
     declared_static: set[str] = field(default_factory=set)
+    # `**kw` under an equinox filter transform, which passes non-array values through: a key read with a
+    # literal default (`kw.pop("flag", False)`) holds a Python value.
+    python_kwargs: bool = False
     # Where a transform is applied to this function: (scope, source-order stamp); -1 for a decorator.
     trace_sites: set[tuple[Scope, int]] = field(default_factory=set)
     # Where traced code calls this function directly: (calling scope, stamp); (module, -1) when unknown.

@@ -51,18 +51,19 @@ class _Tracer:
                 if got is not None:
                     decorated.append((fn, got))
                     if got[0].statics == "custom":
-                        fn.declared_static |= static_param_names(fn, got[0], got[1], 0) or set()
+                        fn.declared_static |= static_param_names(fn, got[0], got[1], 0, module=m) or set()
         for fn, (t, opts) in decorated:
             if t.statics == "jit" and not any(u.statics == "custom" for f, (u, _o) in decorated if f is fn):
                 # A jitted function's static arguments are Python values inside it, whoever wraps or
                 # calls it: a tracer passed there fails at the call, before the body runs.
-                fn.declared_static |= static_param_names(fn, t, opts, 0) or set()
+                fn.declared_static |= static_param_names(fn, t, opts, 0, module=m) or set()
             elif t.statics == "filter":
                 # equinox passes non-array values through: a parameter declared a Python value
                 # (`dense: Literal[False, True]`, `n: int`) stays one whoever calls the function
                 fn.declared_static |= {p.name for p in fn.params if p.annotation_expr is not None and not p.star
                                        and (scalar_annotation(p.annotation_expr, DECLARED_PYTHON)
                                             or self._plain_class(p.annotation_expr, outer))}
+                fn.python_kwargs = True
         outermost: set[int] = set()
         deferred: list[tuple[FunctionInfo, Transform, dict[str, cst.BaseExpression], bool]] = []
         for fn, (t, opts) in decorated:
@@ -347,13 +348,13 @@ class _Tracer:
         that say which parameters hold containers are recorded (see `mark`); an application by default.
         `bound_values`: what a `partial` the transform is given binds (see `_bound_idents`). `left_out`:
         parameters every call of the name the transformed function is bound to leaves out."""
-        statics = static_param_names(fn, t, opts, offset, lead)
+        statics = static_param_names(fn, t, opts, offset, lead, self.m)
         if outer is not None and outer_opts is not None:
             # `jax.jit(jax.grad(f), static_argnames="n")`: the wrapper keeps f's signature, so the outer
             # transform's static parameters are f's; a parameter stays a Python value where the inner
             # transform passes it through (grad: not in `argnums`; vmap: `in_axes` None) and the outer
             # keeps it static.
-            kept = static_param_names(fn, outer, outer_opts, offset, lead)
+            kept = static_param_names(fn, outer, outer_opts, offset, lead, self.m)
             passed_through = statics
             if t.statics == "grad":
                 nums = _argnums(opts)
@@ -982,11 +983,15 @@ def _arg_infos(call: cst.Call, fn: Optional[FunctionInfo], values: Optional["Val
 
 def _forwarded_kwargs(expr: cst.BaseExpression, fn: Optional[FunctionInfo]) -> Optional[list[ArgInfo]]:
     """`**kwargs` of `fn`'s own `**` parameter, passed on unchanged: the keys every traced caller of `fn`
-    names, each as traced as some caller made it, and one `**` for the rest."""
-    if fn is None or not isinstance(expr, cst.Name) or fn.kw_keys is None or fn.flags_open:
+    names, each as traced as some caller made it, and one `**` for the rest. The keys a transform makes
+    static (`static_argnames` naming no parameter of `fn`) arrive as Python values, whoever calls."""
+    if fn is None or not isinstance(expr, cst.Name):
         return None
     kwstar = next((p for p in fn.params if p.star == "**"), None)
     if kwstar is None or kwstar.name != expr.value or expr.value in fn.assigned:
+        return None
+    static_keys = sorted(k for k in fn.declared_static if fn.param(k) is None)
+    if (fn.kw_keys is None or fn.flags_open) and not static_keys:
         return None
     for target, _value, _how in fn.events:
         if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == expr.value:
@@ -996,7 +1001,12 @@ def _forwarded_kwargs(expr: cst.BaseExpression, fn: Optional[FunctionInfo]) -> O
                 and c.func.value.value == expr.value and c.func.attr.value in ("update", "setdefault", "__setitem__"):
             return None
     traced = expr.value in fn.traced_params or expr.value in fn.traced_names
-    out = [ArgInfo("", key, traced and t, False) for key, t in fn.kw_keys.items()]
+    if fn.kw_keys is None or fn.flags_open:
+        out = [ArgInfo("", key, False, False) for key in static_keys]
+        out.append(ArgInfo("**", None, traced, False))
+        return out
+    out = [ArgInfo("", key, traced and t and key not in static_keys, False) for key, t in fn.kw_keys.items()]
+    out.extend(ArgInfo("", key, False, False) for key in static_keys if key not in fn.kw_keys)
     out.append(ArgInfo("**", None, traced and fn.kw_rest, False))
     return out
 
@@ -1082,15 +1092,18 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
 
 
 def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
-                       lead: int = 0) -> Optional[set[str]]:
+                       lead: int = 0, module: Optional["ModuleModel"] = None) -> Optional[set[str]]:
     """Names of parameters JAX treats as static under this transform; None when unknowable.
 
     `lead` arguments of the transformed callable come before the function's own (linen's and haiku's
-    `apply` take variables first): argument indices count them, parameters do not receive them."""
+    `apply` take variables first): argument indices count them, parameters do not receive them. With the
+    `module`, a tuple of the module spliced into the option is read too (`(*SETTINGS, "seed")`).
+    A name that is no parameter of `fn` names a key of its `**kwargs` (see `_forwarded_kwargs`)."""
     positional = [p for p in fn.params if p.index is not None]
     out: set[str] = set()
 
     def by_index(expr: cst.BaseExpression) -> bool:
+        expr = _spliced(expr, fn, module)
         nums = _literal_values(expr, _int_leaf)
         if nums is None:
             return False
@@ -1112,7 +1125,7 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
                     out.add(p.name)
 
     def by_name(expr: cst.BaseExpression) -> bool:
-        names = _literal_values(expr, _str_leaf)
+        names = _literal_values(_spliced(expr, fn, module), _str_leaf)
         out.update(names or ())
         return names is not None
 
@@ -1147,6 +1160,28 @@ def static_param_names(fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseE
             elif ann is None and not p.star and _python_valued(fn, p.name):
                 out.add(p.name)
     return out
+
+
+def _spliced(expr: cst.BaseExpression, fn: FunctionInfo, module: Optional["ModuleModel"]) -> cst.BaseExpression:
+    """`(*SETTINGS, "seed")` with `SETTINGS` a tuple or list literal bound once at module level: the tuple
+    written out; the expression itself otherwise."""
+    if module is None or not isinstance(expr, (cst.Tuple, cst.List)) \
+            or not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+        return expr
+    elements: list[cst.BaseElement] = []
+    for e in expr.elements:
+        if not isinstance(e, cst.StarredElement):
+            elements.append(e)
+            continue
+        name = e.value
+        if not isinstance(name, cst.Name) or module.owner_of(name.value, fn.parent or module.root) is not module.root \
+                or not module.bound_once(name.value):
+            return expr
+        value = module.root.assigned[name.value][0]
+        if not isinstance(value, (cst.Tuple, cst.List)) or any(isinstance(v, cst.StarredElement) for v in value.elements):
+            return expr
+        elements.extend(value.elements)
+    return cst.Tuple(elements=elements)
 
 
 def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:

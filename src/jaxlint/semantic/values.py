@@ -572,6 +572,11 @@ class Values:
             e.value in self.fn.site_containers or e.value in self.fn.param_elements)
 
     def _call_traced(self, e: cst.Call) -> bool:
+        f = e.func
+        if self.fn.python_kwargs and isinstance(f, cst.Attribute) and f.attr.value in ("pop", "get") \
+                and isinstance(f.value, cst.Name) and any(p.star == "**" and p.name == f.value.value for p in self.fn.params) \
+                and len(e.args) == 2 and not any(a.keyword or a.star for a in e.args) and _is_literal(e.args[1].value):
+            return False  # `kw.pop("flag", False)` under an equinox filter transform: a Python value
         qual = self.m.resolve(e.func, self.fn)
         if qual is not None:
             if qual in STATIC_CALLS:
