@@ -262,7 +262,10 @@ class ProjectIndex:
             known = False
             if total and total == props:
                 word = re.escape(name.encode())
-                stored = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)|\." + word + rb"[ \t]*=(?!=)", re.M)
+                # (a parameter of a signature written one per line, `horizon: int,` or the last one before
+                # the `)`, stores nothing)
+                stored = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)"
+                                    rb"(?![^\n]*\n[ \t]*\))|\." + word + rb"[ \t]*=(?!=)", re.M)
                 known = not any(stored.search(t) for t in self._given_texts().values()) and self.static_method(name)
             self._static_properties[name] = known
         return known

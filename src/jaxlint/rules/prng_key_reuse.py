@@ -584,6 +584,14 @@ class PrngKeyReuse(Rule):
                         return state, True
             elif isinstance(stmt, cst.If):
                 self._expr(stmt.test, state, loop_names)
+                fixed = self._where.model.fixed_truth(stmt.test, self._scope)
+                if fixed is not None:  # `uniform = True` above `if uniform:`: only one arm ever runs
+                    arm = _body(stmt.body) if fixed else [] if stmt.orelse is None else \
+                        [stmt.orelse] if isinstance(stmt.orelse, cst.If) else _body(stmt.orelse.body)
+                    state, ex = self._block(arm, state, loop_names)
+                    if ex:
+                        return state, True
+                    continue
                 guard = _equality_guard(stmt.test)
                 then_in = state.copy()
                 if guard is not None:

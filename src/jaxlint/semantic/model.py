@@ -1538,6 +1538,30 @@ class ModuleModel:
             rebound = self.__dict__["_global_names"] = {n for f in self.functions for n in f.declared_global}
         return name not in rebound
 
+    def fixed_truth(self, test: cst.BaseExpression, scope: Scope) -> Optional[bool]:
+        """The truth of a test that cannot change where it runs: `flag` / `not flag` with `flag` bound
+        once to a literal, a local of the function (`uniform = True` above the `if`; not a parameter,
+        bound in no loop, set by no nested function) or a module constant (see `constant_flags`)."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self.fixed_truth(test.expression, scope)
+            return None if inner is None else not inner
+        if not isinstance(test, cst.Name):
+            return None
+        name = test.value
+        owner = self.owner_of(name, scope)
+        if owner is self.root:
+            return self._constant_truth(name) if name in self.root.assigned else None
+        if not isinstance(owner, FunctionInfo) or owner.param(name) is not None or name in owner.declared_global \
+                or owner.bind_loops.get(name, [None]) != [None] or len(owner.assigned.get(name, [])) != 1 \
+                or any(name in f.declared_nonlocal for f in self.functions if f.parent is owner):
+            return None
+        v = owner.assigned[name][0]
+        if isinstance(v, cst.Name) and v.value in ("True", "False", "None"):
+            return v.value == "True"
+        if isinstance(v, cst.Integer):
+            return v.evaluated_value != 0
+        return None
+
     def _constant_truth(self, name: str) -> Optional[bool]:
         v = self.root.assigned[name][0] if self.bound_once(name) else None
         if isinstance(v, cst.Name) and v.value in ("True", "False", "None"):

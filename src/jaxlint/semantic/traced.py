@@ -495,11 +495,12 @@ class _Tracer:
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing
         function binds it the way a closure would; callers are not meant to pass it, and JAX traces only
-        the arguments a call passes."""
+        the arguments a call passes. The value is the enclosing function's: a Python value unless it is
+        traced there (`stable=grad_clipping` under a `vmap` whose `in_axes` leave that flag None)."""
         if not isinstance(default, cst.Name) or fn.parent is None:
             return False
         owner = self.m.owner_of(default.value, fn.parent)
-        return isinstance(owner, FunctionInfo) and not owner.traced
+        return isinstance(owner, FunctionInfo) and (not owner.traced or default.value not in owner.traced_names)
 
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
@@ -1051,7 +1052,11 @@ def _map_args(callee: FunctionInfo, offset: int, args: list[ArgInfo],
             end = len(positional) if star is not None else max(pos, len(positional) - trailing)
             if is_t:  # (not the parameters the call names: a splat filling one too is a TypeError)
                 named = {a.keyword for a in args if a.keyword is not None}
-                traced.update(p.name for p in positional[pos:end] if p.name not in bound and p.name not in named)
+                # A splat whose length is not known here fills the parameters the call must fill; a
+                # defaulted one (`is_causal=False` after `q, k, v`) is an option it need not reach.
+                options_left = trailing == 0 and star is None
+                traced.update(p.name for p in positional[pos:end] if p.name not in bound and p.name not in named
+                              and not (p.has_default and options_left))
                 if star:
                     traced.add(star.name)
             # `f(*pair, idx, n, key)` of a function without `*args`: the last arguments fill the last

@@ -584,6 +584,8 @@ class Inputs:
         site = call_site_values(self.tree, fn.name)
         self.site_shapes = call_site_shapes(self.tree, fn.name)
         self.omitted = [p.arg for p in args.kwonlyargs]
+        if args.kwarg is not None:  # `**options` is left empty: what callers put in it is not known here
+            self.omitted.append("**" + args.kwarg.arg)
         values: list[Any] = []
         desc: list[str] = []
         required = len(params) - len([d for d in defaults if d is not None])

@@ -126,9 +126,13 @@ class Judging:
             return
         defaulted = sorted({n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id in self.omitted
                             and n.lineno in span} if path == self.path else set())
+        spread = next((n for n in self.omitted if n.startswith("**")), None)
         if lines.get((path, f["line"])) and defaulted:
             self.results.put(f, "unverified", f"line {f['line']} ran while tracing {sig} with `{defaulted[0]}` left "
                              "to its default, which callers may override")
+        elif lines.get((path, f["line"])) and spread is not None:
+            self.results.put(f, "unverified", f"line {f['line']} ran while tracing {sig} with `{spread}` empty; "
+                             "callers may pass keyword arguments through it")
         elif lines.get((path, f["line"])) and any(
                 isinstance(caught, BaseException) and checks.confirms(f["name"], caught)
                 for (p, n), caught in self.observer.raised.items() if p == path and n in span):
