@@ -224,6 +224,13 @@ class ProjectIndex:
         here = os.path.realpath(besides)
         return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
+    def reads_attribute(self, name: str, besides: str) -> bool:
+        """Whether a given file other than `besides` mentions an attribute of that name on something other
+        than its own `self` (`obj.pe`): a cheap search of `.name`, not a resolution."""
+        word = re.compile(rb"(?<!\bself)\." + re.escape(name.encode()) + rb"\b")
+        here = os.path.realpath(besides)
+        return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
+
     def sets_global(self, name: str, besides: str) -> bool:
         """Whether a given file other than `besides` may set a module global of that name from outside
         (`solver.DEBUG = True`, `monkeypatch.setattr(solver, "DEBUG", True)`): a cheap search, not a
@@ -387,6 +394,7 @@ class ProjectIndex:
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               set_elsewhere=lambda name: self.sets_global(name, path),
+                              attribute_elsewhere=lambda name: self.reads_attribute(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
                               static_elements=summary(self._element_fns),
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
@@ -409,7 +417,7 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
 
 
 # Rules whose findings change when the project says a file imports nothing of it and nothing imports it.
-_ISOLATION_RULES = frozenset({"stale-global", "jit-method-self"})
+_ISOLATION_RULES = frozenset({"stale-global", "jit-method-self", "global-mutation"})
 
 
 def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]

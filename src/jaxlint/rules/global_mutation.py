@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..jaxapi import LAX_BODIES, MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
-from ..syntax import code_of, contains, descendants, iter_children
+from ..syntax import _target_names, code_of, contains, descendants, iter_children
 from .base import Rule, Where, tracing_phrase
 
 # Methods that only a list/set/deque has: safe to flag even when the receiver's type is unknown.
@@ -135,7 +135,7 @@ def _mentioned_after(stmts: list[cst.CSTNode], target: cst.CSTNode, name: str) -
     for i, stmt in enumerate(stmts):
         if not contains(stmt, target):
             continue
-        rest = any(_mentions(s, name) for s in stmts[i + 1:])
+        rest = _read_later(stmts[i + 1:], target, name)
         if stmt is target:
             return rest
         if isinstance(stmt, cst.If):
@@ -148,6 +148,37 @@ def _mentioned_after(stmts: list[cst.CSTNode], target: cst.CSTNode, name: str) -
             return rest or _mentioned_after(_block(stmt.body), target, name)
         return True  # a loop, a try, or an expression holding it: assume it may be read afterwards
     return True
+
+
+def _runs_within(owner: FunctionInfo, fn: FunctionInfo, where: Where) -> bool:
+    """Whether `owner` only calls the def `fn` or hands it to a loop or branch primitive (`lax.scan(fn,
+    ...)`): it never returns or stores it, so the def runs only during the call of `owner` that made it."""
+    if owner.node is None or fn.name in owner.assigned:
+        return False
+    allowed: set[int] = set()
+    for call in owner.calls:
+        if isinstance(call.func, cst.Name):
+            allowed.add(id(call.func))
+        if where.model.resolve(call.func, owner) in LAX_BODIES:
+            allowed.update(id(a.value) for a in call.args)
+    return all(id(n) in allowed for n in descendants(owner.node) if isinstance(n, cst.Name) and n.value == fn.name
+               and not (isinstance(fn.node, cst.FunctionDef) and n is fn.node.name))
+
+
+def _read_later(stmts: list[cst.CSTNode], body: cst.CSTNode, name: str) -> bool:
+    """Whether these statements read `name` as the body `def` left it: a statement that hands the body to
+    JAX and binds `name` from the result (`(acc, n), _ = jax.lax.scan(body, (acc, n), xs)`) reads only the
+    value from before (its arguments) and replaces what the body wrote."""
+    fname = body.name.value if isinstance(body, cst.FunctionDef) else None
+    for stmt in stmts:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if fname is not None and isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) \
+                and any(isinstance(a.value, cst.Name) and a.value.value == fname for a in small.value.args) \
+                and any(n == name for t in small.targets for n in _target_names(t.target)):
+            return False
+        if _mentions(stmt, name):
+            return True
+    return False
 
 
 # Bodies JAX traces once for each call of the function handing them over (a loop or branch primitive).
@@ -433,8 +464,11 @@ class GlobalMutation(Rule):
                                _subject(target.value, "module", target))
             elif target.value in fn.declared_nonlocal:
                 owner = where.model.owner_of(target.value, where.scope)
-                if isinstance(owner, FunctionInfo) and (owner.traced or (
-                        fn.transforms and fn.transforms <= _ONCE_PER_CALL and not _read_after(owner, fn, target.value))):
+                # (a def decorated with jit inside the owner is a new function on each call: traced anew)
+                fresh = fn.parent is owner and any(order == -1 for _scope, order in fn.trace_sites) \
+                    and _runs_within(owner, fn, where)
+                once = fn.transforms and (fn.transforms <= _ONCE_PER_CALL or fresh and fn.transforms - _ONCE_PER_CALL <= {"jit"})
+                if isinstance(owner, FunctionInfo) and (owner.traced or (once and not _read_after(owner, fn, target.value))):
                     return  # one trace, or a lax body's scratch variable the enclosing function never reads after it
                 if self._leaks(values, where):
                     self._flag(node, f"Assigning nonlocal `{target.value}`", where,
@@ -464,6 +498,8 @@ class GlobalMutation(Rule):
                 return
             if values and all(self._untraceable(v, where) for v in values):
                 return  # caching a jitted callable or a literal on the instance leaks nothing
+            if where.model.scratch_attribute(target, fn):
+                return  # written before it is read on every call, and read nowhere else
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where, _subject(root.value, "self", target))
             return

@@ -305,6 +305,48 @@ class ModuleModel:
                 return True
         return False
 
+    def scratch_attribute(self, target: cst.BaseExpression, fn: "FunctionInfo") -> bool:
+        """`self.pe = np.zeros(...)` where every mention of `.pe` in this module is `self.pe` in a method
+        whose straight-line body writes it before anything reads it, and no other project file mentions
+        `.pe`, and the writing method reads it back: a local variable kept on the instance. Every reader
+        writes it first on each call, so the tracer a trace leaves there is never looked at."""
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and fn.is_method
+                and fn.params and target.value.value == fn.params[0].name):
+            return False
+        attr = target.attr.value
+        stores = {id(t.target) for n in descendants(fn.node) if isinstance(n, cst.Assign) for t in n.targets}
+        if not any(isinstance(n, cst.Attribute) and n.attr.value == attr and id(n) not in stores
+                   for n in descendants(fn.node)):
+            return False  # only written: kept for someone outside to read (`model.last_loss`)
+        known = self.__dict__.setdefault("_scratch_attributes", {})
+        if attr not in known:
+            known[attr] = False
+            mentions = {id(n) for n in descendants(self.module) if isinstance(n, cst.Attribute) and n.attr.value == attr}
+            for f in self.functions:
+                if f.is_method and f.params and isinstance(f.node, cst.FunctionDef) and f.parent is f.cls:
+                    mentions -= self._written_first(f, attr)
+            known[attr] = not mentions and self.project is not None and not self.project.attribute_elsewhere(attr)
+        return known[attr]
+
+    @staticmethod
+    def _written_first(fn: "FunctionInfo", attr: str) -> set[int]:
+        """The `self.<attr>` nodes of a method whose first statement mentioning one, in its straight-line
+        body, assigns it without reading it; none otherwise."""
+        me = fn.params[0].name
+        inside = [n for n in descendants(fn.node) if isinstance(n, cst.Attribute) and n.attr.value == attr]
+        ids = {id(n) for n in inside}
+        if not inside or not all(isinstance(n.value, cst.Name) and n.value.value == me for n in inside):
+            return set()
+        body = fn.node.body.body if isinstance(fn.node.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if not any(id(n) in ids for n in descendants(stmt)):
+                continue
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            first = isinstance(small, cst.Assign) and any(id(t.target) in ids for t in small.targets) \
+                and not any(id(n) in ids for n in descendants(small.value))
+            return ids if first else set()
+        return set()
+
     def stored_unused(self, call: cst.Call, scope: Scope) -> bool:
         """`self._fast = jax.jit(self._slow)` (or a local bound so) whose name nothing reads: not in this
         module, and, for an attribute, not called by another file of the project. The wrapped function is

@@ -116,6 +116,8 @@ class ProjectClasses:
     mentioned_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether another given file may set this module's global of that name (`solver.DEBUG = True`).
     set_elsewhere: "Callable[[str], bool]" = lambda name: True
+    # Whether another given file mentions an attribute of this name (`obj.pe`).
+    attribute_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether every method of this name that the project's files define returns only Python values
     # (`transform.get_batch_axes()` returning `self.parameters().shape[:-1]`, the receiver's class unknown).
     static_method: "Callable[[str], bool]" = lambda name: False
