@@ -584,8 +584,10 @@ class PrngKeyReuse(Rule):
                         return state, True
             elif isinstance(stmt, cst.If):
                 self._expr(stmt.test, state, loop_names)
-                fixed = self._where.model.fixed_truth(stmt.test, self._scope)
-                if fixed is not None:  # `uniform = True` above `if uniform:`: only one arm ever runs
+                # `uniform = True` above `if uniform:` in a function: only one arm ever runs (a script's
+                # module-level `train = False` is a switch its user flips: both arms count)
+                fixed = self._where.model.fixed_truth(stmt.test, self._scope, constants=False)
+                if fixed is not None:
                     arm = _body(stmt.body) if fixed else [] if stmt.orelse is None else \
                         [stmt.orelse] if isinstance(stmt.orelse, cst.If) else _body(stmt.orelse.body)
                     state, ex = self._block(arm, state, loop_names)

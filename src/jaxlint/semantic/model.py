@@ -1580,19 +1580,20 @@ class ModuleModel:
             rebound = self.__dict__["_global_names"] = {n for f in self.functions for n in f.declared_global}
         return name not in rebound
 
-    def fixed_truth(self, test: cst.BaseExpression, scope: Scope) -> Optional[bool]:
+    def fixed_truth(self, test: cst.BaseExpression, scope: Scope, constants: bool = True) -> Optional[bool]:
         """The truth of a test that cannot change where it runs: `flag` / `not flag` with `flag` bound
         once to a literal, a local of the function (`uniform = True` above the `if`; not a parameter,
-        bound in no loop, set by no nested function) or a module constant (see `constant_flags`)."""
+        bound in no loop, set by no nested function) or, with `constants`, a module constant (see
+        `constant_flags`; a script's `train = False` is also a switch its user edits)."""
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            inner = self.fixed_truth(test.expression, scope)
+            inner = self.fixed_truth(test.expression, scope, constants)
             return None if inner is None else not inner
         if not isinstance(test, cst.Name):
             return None
         name = test.value
         owner = self.owner_of(name, scope)
         if owner is self.root:
-            return self._constant_truth(name) if name in self.root.assigned else None
+            return self._constant_truth(name) if constants and name in self.root.assigned else None
         if not isinstance(owner, FunctionInfo) or owner.param(name) is not None or name in owner.declared_global \
                 or owner.bind_loops.get(name, [None]) != [None] or len(owner.assigned.get(name, [])) != 1 \
                 or any(name in f.declared_nonlocal for f in self.functions if f.parent is owner):
