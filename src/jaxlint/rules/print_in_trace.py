@@ -84,8 +84,9 @@ class PrintInTrace(Rule):
             # a message in an arm of an `if` on configuration (it says which path is being traced). Only
             # a bare literal message under jit misleads about when it runs.
             if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
-                    or where.model.in_static_branch(node, where.scope, where.guards) or _announces_tracing(fn.node):
-                return
+                    or where.model.in_static_branch(node, where.scope, where.guards) or _announces_tracing(fn.node) \
+                    or where.model.retraced_each_call(fn):
+                return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
         if fn.cached:
             what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
         else:

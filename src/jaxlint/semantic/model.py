@@ -27,7 +27,7 @@ from ..jaxapi import (
     static_wrapper,
 )
 from ..syntax import (
-    DECLARED_PYTHON, SCALAR_TYPES, _arg, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, literal_truth, only_called, plain_annotation,
+    DECLARED_PYTHON, SCALAR_TYPES, _arg, _target_names, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, literal_truth, only_called, plain_annotation,
     scalar_annotation,
 )
 from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
@@ -222,6 +222,35 @@ class ModuleModel:
         """The scopes of the module's calls that run `fn` by name (not through a transform's result)."""
         return [scope for call, scope, _loop in self.all_calls
                 if (ref := self.resolve_callable(call.func, scope)) is not None and ref.fn is fn]
+
+    def retraced_each_call(self, fn: "FunctionInfo") -> bool:
+        """A jitted def (by decorator) whose every call hands a static parameter the variable of a `for`
+        loop around the call (`for env in envs: train(key, state, env)` with `env` static): each pass is
+        a new static value, hence a new trace, so what runs while tracing runs on every call. Its name is
+        only called, in the scope defining it."""
+        owner = fn.parent or self.root
+        if not fn.declared_static or not any(order == -1 for _s, order in fn.trace_sites) or owner.node is None \
+                or len(owner.bind_order.get(fn.name, [])) > 1 or not only_called(owner.node, fn.name):
+            return False
+        calls = [(call, scope, loop) for call, scope, loop in self.all_calls
+                 if isinstance(call.func, cst.Name) and call.func.value == fn.name
+                 and (ref := self.resolve_callable(call.func, scope)) is not None and ref.fn is fn]
+        if not calls:
+            return False
+        positional = [p for p in fn.params if p.index is not None]
+        for call, _scope, loop in calls:
+            if loop is None or not isinstance(loop.node, cst.For) or any(a.star for a in call.args):
+                return False
+            varying = set(_target_names(loop.node.target))
+            given: dict[str, cst.BaseExpression] = {}
+            for i, a in enumerate(call.args):
+                name = a.keyword.value if a.keyword is not None else positional[i].name if i < len(positional) else None
+                if name is not None:
+                    given[name] = a.value
+            if not any(isinstance(given.get(p), cst.Name) and given[p].value in varying  # type: ignore[union-attr]
+                       for p in fn.declared_static):
+                return False
+        return True
 
     def only_in_dead_code(self, fn: "FunctionInfo") -> bool:
         """A module-level def that this module names only inside calls that never run (`jax.vmap(jaxspence)`

@@ -189,6 +189,7 @@ class _Tracer:
             if tr is not None:
                 got, opts = tr
         if got is not None:
+            opts = self._bound_options(opts, scope)
             if got.statics == "grad" and id(call) in m.applied_calls and _argnums(opts) is not None \
                     and call.args and call.args[0].keyword is None and not call.args[0].star:
                 return  # `jax.grad(f)(x, flag)`: seeded from the application, which knows the arguments
@@ -348,6 +349,7 @@ class _Tracer:
         that say which parameters hold containers are recorded (see `mark`); an application by default.
         `bound_values`: what a `partial` the transform is given binds (see `_bound_idents`). `left_out`:
         parameters every call of the name the transformed function is bound to leaves out."""
+        opts = self._bound_options(opts, site_fn if site_fn is not None else (fn.parent or self.m.root))
         statics = static_param_names(fn, t, opts, offset, lead, self.m)
         if outer is not None and outer_opts is not None:
             # `jax.jit(jax.grad(f), static_argnames="n")`: the wrapper keeps f's signature, so the outer
@@ -491,6 +493,22 @@ class _Tracer:
             return set()
         calls = [c for c, _s, _l in m.all_calls if isinstance(c.func, cst.Name) and c.func.value == fn.name]
         return _left_out_of_all(fn, 0, opened, calls)
+
+    def _bound_options(self, opts: dict[str, cst.BaseExpression], scope: Scope) -> dict[str, cst.BaseExpression]:
+        """A transform's options with a name bound once to a literal written out (`axes = (None, 0)` then
+        `vmap(f, in_axes=axes)`; a module constant `STATIC = (1, 2)`)."""
+        out = dict(opts)
+        for key, v in opts.items():
+            if not isinstance(v, cst.Name) or v.value in ("None", "True", "False"):
+                continue
+            owner = self.m.owner_of(v.value, scope)
+            values = owner.assigned.get(v.value, []) if owner is not None else []
+            if len(values) != 1 or not isinstance(values[0], (cst.Tuple, cst.List, cst.Integer, cst.SimpleString)) \
+                    or (isinstance(owner, FunctionInfo) and owner.param(v.value) is not None) \
+                    or (owner is self.m.root and not self.m.bound_once(v.value)):
+                continue
+            out[key] = values[0]
+        return out
 
     def _captured_default(self, fn: FunctionInfo, default: Optional[cst.BaseExpression]) -> bool:
         """`def rhs(t, y, n=N, w=weights)` inside a factory: a default naming a value of the enclosing

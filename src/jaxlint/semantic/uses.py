@@ -240,9 +240,9 @@ class ModuleUses:
                     and (bound := [n for n, vals in root.assigned.items() if any(v is s.node for v in vals)]) \
                     and len(bound) == 1:
                 sub = self.uses(bound[0], stop, busy)  # `model = lambda p, x: forward(p, x)`: where `model` runs
-            elif stop is None and (top := _module_level_def(s, root)) is not None:
+            elif (top := _module_level_def(s, root)) is not None:
                 # a nested function may be handed on and run later, but only once its module-level
-                # def has run: that def's uses, kept open
+                # def has run: that def's uses, kept open (with `stop`, runs only after them)
                 sub = self.uses(top.name, stop, busy)
                 if sub is not None and not _only_called_within(s, top):
                     sub.lasting = True
