@@ -22,7 +22,7 @@ from ..jaxapi import (
 from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
 from .frameworks import linen_variables_at
-from .scopes import FunctionInfo, dead_branch
+from .scopes import UNSTAGED, FunctionInfo, dead_branch
 
 if TYPE_CHECKING:
     from .model import ModuleModel
@@ -571,6 +571,13 @@ class Values:
         return isinstance(e, cst.Name) and e.value not in self.fn.assigned and (
             e.value in self.fn.site_containers or e.value in self.fn.param_elements)
 
+    def _unstaged(self) -> bool:
+        """Whether the function is traced only by transforms that stage nothing (`jax.vmap(f)(xs)`, not
+        inside a jit or a loop primitive): there a JAX call on Python values computes a concrete array."""
+        fn = self.fn
+        return fn.traced and not fn.cached and bool(fn.transforms) and fn.transforms <= UNSTAGED \
+            and fn.target is not None and fn.target.transform in UNSTAGED and fn.target.root is None
+
     def _call_traced(self, e: cst.Call) -> bool:
         f = e.func
         if self.fn.python_kwargs and isinstance(f, cst.Attribute) and f.attr.value in ("pop", "get") \
@@ -589,6 +596,9 @@ class Values:
                 return False  # psum of a Python constant is the axis size times it, a Python number
             if id(e) in self.m.eager_calls and qual.startswith(STAGING_MODULES):
                 # under `jax.ensure_compile_time_eval()`: concrete unless given a tracer
+                return any(self.traced(a.value) for a in e.args)
+            if qual.startswith(STAGING_MODULES) and self._unstaged():
+                # under `vmap` or `grad` alone nothing is staged: a jnp call on Python values runs eagerly
                 return any(self.traced(a.value) for a in e.args)
             if qual.startswith(STAGING_MODULES) or qual in PARAMETER_GETTERS:
                 return True
