@@ -380,7 +380,12 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             want, _, name = g.partition(":")
             if fn.flags.get(name, want == "true") != (want == "true"):
                 return True
-            truths = {_ident_truth(k) for k in fn.idents.get(name, ())} if name not in fn.flags else set()
+            kinds = fn.idents.get(name, frozenset()) if name not in fn.flags else frozenset()
+            if fn.abstract and kinds & {"True", "False"}:
+                # a flag defaulting to a bool: where a trace passes it, it is a tracer and the test itself
+                # raises, so only the literal values can take an arm
+                kinds = kinds - {"tracer", "value"}
+            truths = {_ident_truth(k) for k in kinds}
             if truths and None not in truths and (want == "true") not in truths:
                 return True  # `if not jit_safe:` where every transform passes `jit_safe` a literal True
             parent = fn.parent
