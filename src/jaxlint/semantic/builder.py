@@ -316,6 +316,19 @@ class _Builder:
             self.walk(node.elt, scope, inner)
         self.guards = saved
 
+    def on_block(self, node: cst.IndentedBlock, scope: Scope, loop: Optional[LoopInfo]) -> None:
+        """The statements of a block; those after a `return`, `raise`, `break` or `continue` of the block
+        itself never run (`never:`)."""
+        added = False
+        for child in children(node):
+            self.walk(child, scope, loop)
+            if not added and "never:" not in self.guards and isinstance(child, cst.SimpleStatementLine) \
+                    and any(isinstance(small, (cst.Return, cst.Raise, cst.Break, cst.Continue)) for small in child.body):
+                self.guards = self.guards | {"never:"}
+                added = True
+        if added:
+            self.guards = self.guards - {"never:"}
+
     def on_with(self, node: cst.With, scope: Scope, loop: Optional[LoopInfo]) -> None:
         eager = False
         for item in node.items:
@@ -519,22 +532,8 @@ class _Builder:
             self.walk(a.value, scope, loop)
 
 
-def _on_block(self: _Builder, node: cst.IndentedBlock, scope: Scope, loop: Optional[LoopInfo]) -> None:
-    """The statements of a block; those after a `return`, `raise`, `break` or `continue` of the block
-    itself never run (`never:`)."""
-    added = False
-    for child in children(node):
-        self.walk(child, scope, loop)
-        if not added and "never:" not in self.guards and isinstance(child, cst.SimpleStatementLine) \
-                and any(isinstance(small, (cst.Return, cst.Raise, cst.Break, cst.Continue)) for small in child.body):
-            self.guards = self.guards | {"never:"}
-            added = True
-    if added:
-        self.guards = self.guards - {"never:"}
-
-
 _HANDLERS = {
-    cst.IndentedBlock: _on_block,
+    cst.IndentedBlock: _Builder.on_block,
     cst.FunctionDef: _Builder.on_functiondef,
     cst.Lambda: _Builder.on_lambda,
     cst.ClassDef: _Builder.on_classdef,
