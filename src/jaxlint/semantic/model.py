@@ -1627,12 +1627,7 @@ class ModuleModel:
                 or owner.bind_loops.get(name, [None]) != [None] or len(owner.assigned.get(name, [])) != 1 \
                 or any(name in f.declared_nonlocal for f in self.functions if f.parent is owner):
             return None
-        v = owner.assigned[name][0]
-        if isinstance(v, cst.Name) and v.value in ("True", "False", "None"):
-            return v.value == "True"
-        if isinstance(v, cst.Integer):
-            return v.evaluated_value != 0
-        return None
+        return literal_truth(owner.assigned[name][0])
 
     def _constant_truth(self, name: str) -> Optional[bool]:
         v = self.root.assigned[name][0] if self.bound_once(name) else None
