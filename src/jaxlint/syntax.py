@@ -299,20 +299,37 @@ def only_called(node: Optional[cst.CSTNode], name: str) -> bool:
     """Whether every read of `name` in a body (nested functions included) is the callee of a call."""
     if node is None:
         return False
-    reads = 0
-    calls = 0
+    reads, calls = name_counts(node)
+    n = calls.get(name, 0)
+    return n > 0 and reads.get(name, 0) == n + 1  # the one binding, and each use a call
 
-    class _Count(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            nonlocal reads
-            reads += n.value == name
 
-        def visit_Call(self, c: cst.Call) -> None:
-            nonlocal calls
-            calls += isinstance(c.func, cst.Name) and c.func.value == name
+# The last few nodes counted: a module's body and its functions are asked about name after name.
+_COUNTS: dict[int, tuple[cst.CSTNode, tuple[dict[str, int], dict[str, int]]]] = {}
 
-    node.visit(_Count())
-    return calls > 0 and reads == calls + 1  # the one binding, and each use a call
+
+def name_counts(node: cst.CSTNode) -> tuple[dict[str, int], dict[str, int]]:
+    """How often each name occurs in a node (every `Name`, attributes' and bindings' too), and how often
+    each is the bare callee of a call (`f(...)`)."""
+    hit = _COUNTS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    reads: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        tp = type(n)
+        if tp is cst.Name:
+            reads[n.value] = reads.get(n.value, 0) + 1
+            continue
+        if tp is cst.Call and type(n.func) is cst.Name:
+            calls[n.func.value] = calls.get(n.func.value, 0) + 1
+        stack.extend(children(n))
+    if len(_COUNTS) >= 32:
+        _COUNTS.clear()
+    _COUNTS[id(node)] = (node, (reads, calls))
+    return reads, calls
 
 
 def args_at(call: cst.Call, positions: tuple[int, ...], keywords: tuple[str, ...]) -> list[cst.BaseExpression]:
