@@ -41,6 +41,7 @@ class _Builder:
         self.guards: frozenset[str] = frozenset()
         self.branches: tuple[tuple[object, bool], ...] = ()  # the if/else arms around the walk: (if node, in body)
         self.eager = False  # inside `with jax.ensure_compile_time_eval():`
+        self.nojit = False  # inside `with jax.disable_jit():`
         self.counter = 0
         self.top: Optional[int] = None
 
@@ -330,7 +331,7 @@ class _Builder:
             self.guards = self.guards - {"never:"}
 
     def on_with(self, node: cst.With, scope: Scope, loop: Optional[LoopInfo]) -> None:
-        eager = False
+        eager = nojit = False
         for item in node.items:
             self.walk(item.item, scope, loop)
             if item.asname is not None:
@@ -338,10 +339,12 @@ class _Builder:
                 self._event(scope, item.asname.name, item.item, "with")
             if isinstance(item.item, cst.Call) and self.m.resolve(item.item.func, scope) == "jax.ensure_compile_time_eval":
                 eager = True
+            nojit = nojit or _disables_jit(item.item, self.m.resolve, scope)
         # `with jax.ensure_compile_time_eval():` — jnp calls on concrete values compute concrete values
         saved, self.eager = self.eager, self.eager or eager
+        saved_nojit, self.nojit = self.nojit, self.nojit or nojit
         self.walk(node.body, scope, loop)
-        self.eager = saved
+        self.eager, self.nojit = saved, saved_nojit
 
     def on_excepthandler(self, node: cst.ExceptHandler, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if node.type is not None:
@@ -513,6 +516,8 @@ class _Builder:
             self.m.call_branches[id(node)] = self.branches
         if self.eager:
             self.m.eager_calls.add(id(node))
+        if self.nojit:
+            self.m.nojit_calls.add(id(node))
         if isinstance(node.func, cst.Call):
             self.m.applied_calls.add(id(node.func))
             self.m.applied_parent[id(node.func)] = node
@@ -886,6 +891,15 @@ def _always_exits(block: cst.BaseSuite) -> bool:
 # Modules whose `__name__` is the name they are imported by (`import numpy as np`: "numpy").
 _ARRAY_MODULES = frozenset({"numpy", "jax.numpy", "jax", "math", "scipy", "jax.scipy", "cupy", "torch",
                             "autograd.numpy", "tensorflow", "tensorflow.experimental.numpy"})
+
+
+def _disables_jit(e: cst.BaseExpression, resolve, scope: Scope) -> bool:
+    """`jax.disable_jit()` (or `jax.disable_jit(True)`): a context in which jit and `lax` control flow run
+    their functions eagerly, on concrete values."""
+    if not isinstance(e, cst.Call) or resolve(e.func, scope) != "jax.disable_jit":
+        return False
+    args = [a for a in e.args if a.keyword is None or a.keyword.value == "disable"]
+    return not args or (len(args) == 1 and isinstance(args[0].value, cst.Name) and args[0].value.value == "True")
 
 
 def _disable_jit_test(e: cst.BaseExpression) -> bool:

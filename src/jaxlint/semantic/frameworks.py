@@ -450,7 +450,7 @@ class Frameworks:
                 fn = self.method(cls, name)
                 return CallableRef(fn, 1, lead=1) if fn is not None and fn.is_method else None
             fn = self.method(cls, meth)
-            if fn is None or not fn.is_method:
+            if fn is None or not fn.is_method or fn.is_accessor:
                 return None
             return CallableRef(fn, 1, receiver=expr.value)
         return None

@@ -79,6 +79,7 @@ class ModuleModel:
         self.ifexp_tests: dict[int, tuple[cst.BaseExpression, Scope]] = {}  # the same for `a if test else b`
         self.constants_trusted: set[str] = set()  # module constants taken as flags (see `constant_flags`)
         self.eager_calls: set[int] = set()  # ids of calls under `with jax.ensure_compile_time_eval():`
+        self.nojit_calls: set[int] = set()  # ids of calls under `with jax.disable_jit():`
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
@@ -610,12 +611,14 @@ class ModuleModel:
             if fscope is not None and fscope.cls is not None and fscope.is_method and fscope.params \
                     and fscope.params[0].name == owner:
                 fn = fscope.cls.defs.get(expr.attr.value)
+                if fn is not None and fn.is_accessor:
+                    return None  # `self.integral(x)` of a property: what its getter returned runs
                 if fn is not None:
                     return CallableRef(fn, offset=1, receiver=expr.value) if fn.is_method else CallableRef(fn)
             cls = self.root.classes.get(owner)
             if cls is not None:
                 fn = cls.defs.get(expr.attr.value)
-                if fn is not None:  # (`SAE.create(config, key)` binds a classmethod's `cls`)
+                if fn is not None and not fn.is_accessor:  # (`SAE.create(config, key)` binds a classmethod's `cls`)
                     return CallableRef(fn, offset=1) if fn.is_classmethod else CallableRef(fn)
             return self.frameworks.callable_of(expr, scope, call)
         if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) == "functools.partial" and expr.args:
@@ -778,6 +781,24 @@ class ModuleModel:
                 return None
             expr, scope = values[0], self.root
         return None
+
+    def plain_enum_member(self, e: cst.BaseExpression, scope: Scope) -> bool:
+        """`Impl.WARP` of a class deriving from `enum.Enum` alone (no `int`/`str` mix-in, as `IntEnum` has),
+        here or in another file of the project: a tracer compared with it is unequal, a Python `False`
+        (JAX does not take the member as an array), so `x == Impl.WARP` is a Python bool."""
+        if not isinstance(e, cst.Attribute):
+            return False
+        cls = self.class_named(e.value, scope)
+        if cls is not None:
+            bases: Iterable[str] = cls.bases
+        else:
+            qual = self.resolve(e.value, scope) if isinstance(e.value, (cst.Name, cst.Attribute)) else None
+            facts = self.project.lookup(qual) if qual is not None and "." in qual and self.project is not None else None
+            if facts is None:
+                return False
+            bases = facts.bases
+        bases = list(bases)
+        return bool(bases) and all(b in ("enum.Enum", "enum.Flag") for b in bases)
 
     def annotated_container(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
         """Whether an annotation names a container class of the project (`batch: types.StreamDict`, an
@@ -1042,6 +1063,56 @@ class ModuleModel:
                     return self._field_class(value, s)
             s = s.parent
         return None
+
+    def class_constant(self, attr: str) -> bool:
+        """Whether `obj.attr` reads a constant of a class body (`_props = ("loc", "vel")`, `scale = 2`): a
+        class of this module binds `attr` in its body, only ever to a literal (or a tuple of them), no class
+        declares it a field, and nothing here stores it on an object (`obj.attr = ...`, a `setattr` of a
+        name not written out): a Python value whichever instance it is read from, traced or not."""
+        table = self.__dict__.get("_class_constants")
+        if table is None:
+            table = self.__dict__["_class_constants"] = self._class_constants()
+        return attr in table
+
+    def _class_constants(self) -> frozenset[str]:
+        from .traced import _constant_default
+
+        literal: dict[str, bool] = {}
+        fields: set[str] = set()
+        for c in self._all_classes():
+            fields |= c.fields | set(c.field_types)
+            for name, values in c.assigned.items():
+                literal[name] = literal.get(name, True) and all(v is not None and _constant_default(v) for v in values)
+        if not any(literal.values()):
+            return frozenset()
+        stored: set[str] = set()
+        stack: list[cst.CSTNode] = [self.module]
+        while stack:
+            n = stack.pop()
+            targets: list[cst.BaseExpression] = []
+            if isinstance(n, cst.Assign):
+                targets = [t.target for t in n.targets]
+            elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+                targets = [n.target]
+            elif isinstance(n, (cst.For, cst.CompFor)):
+                targets = [n.target]
+            elif isinstance(n, cst.Call) and (dotted(n.func) or "").rpartition(".")[2] in ("setattr", "__setattr__"):
+                # `setattr(obj, "n", v)`, `object.__setattr__(self, "n", v)`, `self.__setattr__("n", v)`
+                names = [a.value for a in n.args[:2] if isinstance(a.value, cst.SimpleString)
+                         and isinstance(a.value.evaluated_value, str)]
+                if not names:
+                    return frozenset()  # `setattr(self, k, v)`: any attribute may be stored
+                stored.add(names[0].evaluated_value)  # type: ignore[arg-type]
+            while targets:
+                t = targets.pop()
+                if isinstance(t, cst.Attribute):
+                    stored.add(t.attr.value)
+                elif isinstance(t, (cst.Tuple, cst.List)):
+                    targets.extend(el.value for el in t.elements)
+                elif isinstance(t, cst.StarredElement):
+                    targets.append(t.value)
+            stack.extend(iter_children(n))
+        return frozenset(n for n, ok in literal.items() if ok and n not in fields and n not in stored)
 
     def is_static_field(self, obj: cst.BaseExpression, attr: str, fn: "FunctionInfo") -> bool:
         """Whether `obj.attr` reads an aux-data field of a registered pytree: a Python value, not a leaf."""

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from ..findings import TraceTarget
-from ..syntax import only_called
+from ..syntax import dotted, only_called
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,6 +262,12 @@ class FunctionInfo(Scope):
         return names - self.declared_global - self.declared_nonlocal
 
     @property
+    def is_accessor(self) -> bool:
+        """A property's getter, setter or deleter (`@property`, `@cached_property`, `@x.setter`): reading or
+        setting the attribute runs it, and a call of the attribute calls what the getter returned."""
+        return any((dotted(d.decorator) or "").rpartition(".")[2] in _ACCESSORS for d in self.decorators)
+
+    @property
     def shadowed(self) -> bool:
         """A def its class body defines again further down: this one is never bound."""
         return isinstance(self.parent, ClassInfo) and self.parent.defs.get(self.name) is not self
@@ -422,6 +428,9 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
     return False
+
+
+_ACCESSORS = frozenset({"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"})
 
 
 def called_only_by_parent(fn: Scope) -> bool:

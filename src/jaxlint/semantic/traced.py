@@ -160,6 +160,8 @@ class _Tracer:
         for call, scope, _loop in m.all_calls:
             if id(call) in wrapped or "never:" in m.call_guards.get(id(call), frozenset()):
                 continue  # (a call under a test known false never runs)
+            if id(call) in m.nojit_calls and _eager_without_jit(m, call, scope):
+                continue  # `with jax.disable_jit(): lax.scan(body, ...)`: a Python loop over concrete values
             site_fn = scope.function_scope()
             if site_fn is not None and m.only_in_dead_code(site_fn):
                 continue  # a def nothing runs: its `lax.cond` bodies are never traced
@@ -784,6 +786,22 @@ def _solve_idents(f: FunctionInfo) -> dict[str, frozenset[str]]:
         unknown.update(p.name for p in f.params if not p.star and p.name not in dict(kinds))
     return {k: frozenset(v) for k, v in merged.items()
             if k not in unknown and k not in f.assigned and k not in f.declared_nonlocal}
+
+
+# What `jax.disable_jit()` runs eagerly, on concrete values: jit and `lax` control flow (vmap, pmap and
+# grad still trace).
+_EAGER_WITHOUT_JIT = frozenset({"jit", "pjit", "scan", "fori_loop", "while_loop", "cond", "switch", "map"})
+
+
+def _eager_without_jit(m: ModuleModel, call: cst.Call, scope: Scope) -> bool:
+    """Whether a call made under `with jax.disable_jit():` runs its function without tracing it."""
+    head = call.func.func if isinstance(call.func, cst.Call) else call.func
+    qual = m.resolve(head, scope) or ""
+    t = m.transforms.get(qual)
+    if t is not None:
+        return t.kind in ("jit", "pjit")
+    body = LAX_BODIES.get(qual)
+    return body is not None and qual.startswith("jax.lax.") and body[0] in _EAGER_WITHOUT_JIT
 
 
 # Transforms whose non-static arguments reach the function as tracers.

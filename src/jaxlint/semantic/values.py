@@ -311,6 +311,8 @@ class Values:
                 return False
             if self.m.static_property(e, self.fn):
                 return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
+            if self.m.class_constant(e.attr.value):
+                return False  # `self._props` bound to `("loc", "vel")` in a class body
             if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
                 return False  # an aux-data field of a registered pytree: a Python value
             cls = self.m.frameworks.instance_class(e.value, self.fn)
@@ -556,6 +558,9 @@ class Values:
             return False
         if any(isinstance(o, cst.Name) and o.value == "None" for o in operands):
             return False
+        if len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
+                and any(self.m.plain_enum_member(o, self.fn) for o in operands):
+            return False  # `impl == Impl.WARP` with a plain Enum: a Python bool whatever `impl` is
         if len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
                 and any(self._sure_container(o) for o in operands):
             # a tuple or dict compared with anything but another container is unequal without a look at
