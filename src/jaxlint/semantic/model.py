@@ -95,7 +95,9 @@ class ModuleModel:
         self._ref_handoffs: dict[int, ExternalCall] = {}  # calls handing refs to another file's functions
         self._external = external or []
         self.frameworks = Frameworks(self)
+        self._resolved: Optional[dict[tuple[str, int], Optional[str]]] = None  # once built: (name, scope) -> qualname
         _Builder(self).build()
+        self._resolved = {}  # the scopes' bindings are complete: each answer holds from now on
         self._register_classes()
         if trace:  # the project index asks for class facts and summaries only: which code is traced is not needed
             _Tracer(self).run(external or [])
@@ -111,11 +113,17 @@ class ModuleModel:
         name = dotted(expr)
         if name is None:
             return None
+        memo = self._resolved
+        if memo is not None:
+            key = (name, id(scope))
+            if key in memo:
+                return memo[key]
         head, _, rest = name.partition(".")
         qual = self._resolve_head(head, scope)
-        if qual is None:
-            return None
-        return f"{qual}.{rest}" if rest else qual
+        out = None if qual is None else f"{qual}.{rest}" if rest else qual
+        if memo is not None:
+            memo[key] = out
+        return out
 
     def _resolve_head(self, head: str, scope: Scope) -> Optional[str]:
         s: Optional[Scope] = scope
