@@ -113,6 +113,7 @@ class StaleGlobal(Rule):
         fn = model.fn_of_node.get(id(node))
         if fn is None or not fn.traced or not fn.cached:
             return  # only a cached trace outlives a rebinding
+        self._shape_reads = _shape_only_reads(node.body)
         candidates = self._candidates(fn, where)
         if not candidates:
             return
@@ -198,8 +199,10 @@ class StaleGlobal(Rule):
             later = [(order, loop) for order, loop in later if loop is not None]
             if later and self._never_called(at_def, model):
                 later = []
+        # (a name read only for its shape is stale only if a pass can give it another shape)
+        shapes = name in self.__dict__.get("_shape_reads", frozenset())
         later = [(order, loop) for order, loop in later
-                 if loop is None or not _rebuilt_alike(name, loop, model, owner)]
+                 if loop is None or not _rebuilt_alike(name, loop, model, owner, shapes)]
         later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
         if _applied_where_made(fn, model):
             later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
@@ -328,12 +331,14 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
     return None
 
 
-def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) -> bool:
+def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, shapes: bool = False) -> bool:
     """`opt_init, opt_update = get_optimizer(name, sched)` on every pass of a loop, from arguments the loop
     never changes (or rebuilds alike itself, `sched = get_scheduler(lr)`, or reads again, `lr = args.lr`):
     each pass builds an equal value,
     so a trace of the first one is not stale. Only calls of functions given arguments count (`env.reset()`
-    or `next(it)` give a new value each time)."""
+    or `next(it)` give a new value each time). With `shapes` (the reader looks only at the name's shape),
+    a fresh PRNG key on each pass (`key = PRNGKey(i)`, `k1, k2 = split(key)`) counts as alike: the values
+    differ, their shapes do not, so `theta = sample(k1, n)` keeps its shape."""
     if not isinstance(loop.node, (cst.For, cst.While)):
         return False
     values: dict[str, list[cst.BaseExpression]] = {}
@@ -360,6 +365,8 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) 
 
     candidates = {n for n, vs in values.items() if n not in other and all(plain_call(v) or plain_read(v) for v in vs)}
     alike: set[str] = set()
+    if shapes:
+        alike = {n for n, vs in values.items() if n not in other and all(_fresh_key(v, loop, model, owner) for v in vs)}
     grew = True
     while grew:  # grown from calls of fixed values only, so `state = step(state, cfg)` never joins
         grew = False
@@ -368,6 +375,34 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope) 
                 alike.add(n)
                 grew = True
     return name in alike
+
+
+def _fresh_key(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, owner: Scope) -> bool:
+    """A PRNG key (or keys) of the same shape on every pass: `PRNGKey(i)`, `fold_in(key, i)`, or
+    `split(key)` / `split(key, n)` with a count the loop never changes."""
+    if not isinstance(value, cst.Call):
+        return False
+    q = model.resolve(value.func, owner) or ""
+    if q in ("jax.random.PRNGKey", "jax.random.key", "jax.random.fold_in"):
+        return True
+    return q == "jax.random.split" and all(loop_invariant(a.value, loop, model, owner) for a in value.args[1:])
+
+
+def _shape_only_reads(body: cst.CSTNode) -> frozenset[str]:
+    """The names a function body reads only for a shape fact (`x.shape`, `x.ndim`, `x.dtype`, `len(x)`):
+    the trace depends on nothing else of their values."""
+    facts: set[int] = set()
+    for n in descendants(body):
+        if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) \
+                and n.attr.value in ("shape", "ndim", "dtype", "size"):
+            facts.add(id(n.value))
+        elif isinstance(n, cst.Call) and len(n.args) == 1 and isinstance(n.args[0].value, cst.Name) \
+                and (dotted(n.func) or "").rpartition(".")[2] in ("len", "shape", "ndim"):
+            facts.add(id(n.args[0].value))
+    reads: dict[str, bool] = {}
+    for name in _loads(body):
+        reads[name.value] = reads.get(name.value, True) and id(name) in facts
+    return frozenset(n for n, only in reads.items() if only)
 
 
 def _applied_where_made(fn: FunctionInfo, model: ModuleModel) -> bool:

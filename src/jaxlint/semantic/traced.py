@@ -851,16 +851,25 @@ def _bound_idents(fexpr: cst.BaseExpression, fn: Optional[FunctionInfo]
 def solve_containers(functions: list[FunctionInfo]) -> None:
     """Parameters that every traced call site fills with a Python container (`state = {...}` passed on,
     a parameter annotated `hk.Params`): `if params:` on them tests emptiness."""
-    for f in functions:
-        sites = [s[1:] for s in f.flag_sites.values()] + list(f.container_sites.values())
-        if not f.traced or not sites or f.containers_open:
-            continue  # traced from somewhere whose arguments are not known (a decorator, a body)
-        common: Optional[set[str]] = None
-        for offset, bound, args in sites:
-            site = _site_containers(f, offset, bound, args)
-            common = site if common is None else common & site
-        f.site_containers = (common or set()) - set(f.assigned)
-        f.container_names |= f.site_containers
+    # To a fixed point: a caller's own parameter passed on (`lambda i, v: helper(i, v)` as the body of a
+    # loop whose carry is a list) holds a container once the caller's sites say so.
+    for _ in range(4):
+        changed = False
+        for f in functions:
+            sites = [(s[0], *s[1:]) for s in f.flag_sites.values()] + [(None, *s) for s in f.container_sites.values()]
+            if not f.traced or not sites or f.containers_open:
+                continue  # traced from somewhere whose arguments are not known (a decorator, a body)
+            common: Optional[set[str]] = None
+            for caller, offset, bound, args in sites:
+                site = _site_containers(f, offset, bound, args, caller)
+                common = site if common is None else common & site
+            found = (common or set()) - set(f.assigned)
+            if found != f.site_containers:
+                changed = True
+                f.site_containers = found
+                f.container_names |= found
+        if not changed:
+            break
 
 
 def _filled(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]:
@@ -881,9 +890,11 @@ def _filled(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]
     return out
 
 
-def _site_containers(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...]) -> set[str]:
+def _site_containers(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
+                     caller: Optional[FunctionInfo] = None) -> set[str]:
     given = _filled(callee, offset, args) or {}
-    return {name for name, a in given.items() if a.container and name not in bound}
+    return {name for name, a in given.items() if name not in bound and (
+        a.container or a.name is not None and caller is not None and a.name in caller.site_containers)}
 
 
 def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],

@@ -189,8 +189,10 @@ class Values:
                 return [False, self._elements(it.args[0].value)]
             if fq is not None and fq.rsplit(".", 1)[-1] in ("zip", "safe_zip"):
                 return [self._elements(a.value) for a in it.args]
-            if fq in ("builtins.range", "builtins.reversed", "builtins.sorted") and it.args:
-                return any(self.traced(a.value) for a in it.args) if fq == "builtins.range" else self._elements(it.args[0].value)
+            if fq == "builtins.range":
+                return False  # Python ints: `range` of a tracer raises before the body runs (traced-shape)
+            if fq in ("builtins.reversed", "builtins.sorted") and it.args:
+                return self._elements(it.args[0].value)
             if isinstance(it.func, cst.Attribute) and not it.args:
                 meth = it.func.attr.value
                 if meth == "items":
