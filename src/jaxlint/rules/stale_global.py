@@ -7,6 +7,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
+from ..semantic.scopes import never_mentioned
 from ..syntax import _is_literal, _target_names, descendants, dotted, iter_children
 from ..semantic.loops import loop_invariant
 from ..semantic.uses import ModuleUses, Uses
@@ -218,7 +219,7 @@ class StaleGlobal(Rule):
                         continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
                     if self._set_once_before_use(name, other, fn, model):
                         continue
-                    if self._never_called(other, model):
+                    if self._never_called(other, model) or never_mentioned(other):
                         continue  # a setter nothing in the project calls rebinds nothing
                     if model.restores(other, name) and _only_called_traced(other, model):
                         continue  # `with use_cache(c):` inside the trace: each trace sets its own value

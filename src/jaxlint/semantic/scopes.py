@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from ..findings import TraceTarget
-from ..syntax import dotted, only_called
+from ..syntax import dotted, name_counts, only_called
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,6 +431,13 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
 
 
 _ACCESSORS = frozenset({"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"})
+
+
+def never_mentioned(fn: Scope) -> bool:
+    """A def nested in a function that never names it again (no call, no hand-off, no return): it never runs."""
+    parent = fn.parent
+    return isinstance(fn, FunctionInfo) and isinstance(fn.node, cst.FunctionDef) and isinstance(parent, FunctionInfo) \
+        and parent.node is not None and name_counts(parent.node)[0].get(fn.name, 0) <= 1
 
 
 def called_only_by_parent(fn: Scope) -> bool:
