@@ -25,10 +25,10 @@ import jax.numpy as jnp
 
 @jax.jit
 def scale(x, factor):
-    started = time.time()
+    jitter = time.time() % 1e-3
     print("scaling by", factor)
     if factor > 1:
-        return x * factor
+        return x * factor + jitter
     return x
 '''
 

@@ -80,6 +80,8 @@ class ArrayItemAssignment(Rule):
             if p is not None:
                 if p.annotation in ARRAY_ANNOTATIONS and not model.numpy_alias(p.annotation_expr, owner.parent or model.root):
                     return True  # (`x: Array` with `Array = Union[np.ndarray, jax.Array]` may be NumPy's)
+                if model.project_class(p.annotation_expr, owner.parent or model.root):
+                    return False  # `g: DoubleDouble`: the class's own `__setitem__`, or its own error
                 if owner.traced and "flax_jit" not in owner.transforms and name in owner.pytree_params \
                         and name not in owner.container_names \
                         and name in owner.traced_params and not owner.assigned.get(name):

@@ -11,9 +11,12 @@ from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
-from ..semantic.loops import distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, repeating
+from ..semantic.loops import (
+    clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, repeating,
+)
 from ..syntax import (
     _arg, _int_leaf, _literal_values, _str_leaf, args_at, code_of, contains, descendants, dotted, iter_children,
+    name_counts,
 )
 from .base import Rule, Where
 
@@ -67,7 +70,6 @@ def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpre
     return [b.assigned for b in fn.bindings(name)]
 
 
-_CLEAR_CACHES = frozenset({"jax.clear_caches", "equinox.clear_caches"})
 
 _MEMOISING = frozenset({"cached_property", "cache", "lru_cache"})
 
@@ -586,6 +588,9 @@ class JitInLoop(Rule):
     jitted def used only inside other traced functions. The item bound (by a `partial` or a closure) to a
     parameter its function declares a Python value (`block: int`, `mode: str`, in this file or another
     project file) is a different program for each item: a tuning sweep over block sizes is not flagged.
+    Nor is a script loop that rebinds module globals (`config, env = make(name)`) which the jitted function
+    reads, itself or through the module's functions it calls: each pass is a different program, and a
+    jit hoisted out of the loop would keep the first pass's values.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -791,16 +796,7 @@ class JitInLoop(Rule):
 
     def _clears_caches(self, loop: LoopInfo, where: Where) -> bool:
         """`jax.clear_caches()` in the loop body: every pass is meant to compile afresh (a benchmark)."""
-        model = where.model
-
-        def clears(call: cst.Call, scope: Scope, depth: int = 0) -> bool:
-            if model.resolve(call.func, scope) in _CLEAR_CACHES:
-                return True
-            # `def clear_caches(): jax.clear_caches()` called in the loop
-            ref = model.resolve_callable(call.func, scope) if depth < 2 else None
-            return ref is not None and any(clears(c, ref.fn, depth + 1) for c in ref.fn.calls)
-
-        return any(loop.encloses(l) and clears(c, s) for c, s, l in model.all_calls if l is not None)
+        return clears_caches(loop, where.model)
 
     def _compiles_anyway(self, node: cst.Call, callable_: cst.BaseExpression, where: Where, loop: LoopInfo) -> bool:
         if self._clears_caches(loop, where):
@@ -832,6 +828,8 @@ class JitInLoop(Rule):
                 return True  # `{a: jax.jit(sampler(a)) for a in agents}`: a table of distinct jitted functions
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
+        if _reads_rebound_global(_free_names(callable_, fn), where, loop):
+            return True  # `jax.jit(jax.vmap(train))` where `train` reads the `config` this loop rebinds
         return self._factory_bound(_free_names(callable_, fn), where, loop) is not None
 
     # ---- visitors ---------------------------------------------------------------------------
@@ -1033,6 +1031,39 @@ class JitInLoop(Rule):
             where,
             subject={"callable": "", "def": fn.name},
         )
+
+
+def _reads_rebound_global(names: set[str], where: Where, loop: LoopInfo) -> bool:
+    """Whether a module-level function among `names` (or one it calls, a few levels down) reads a module
+    global that this module-level loop rebinds to a new value on each pass (`config, env = make(name)`):
+    every pass is then a different program, and a jit hoisted out of the loop would keep the first pass's
+    values (a stale global) rather than save a compile."""
+    model = where.model
+    if loop.scope is not model.root:
+        return False
+    varying = {n for n, values in loop.bound.items()
+               if any(v is None or not loop_invariant(v, loop, model, model.root) for v in values)}
+    if isinstance(loop.node, cst.For):
+        varying |= _names_in(loop.node.target)
+    varying -= set(model.root.defs) | set(model.root.classes)
+    if not varying:
+        return False
+    names = set(names)
+    for n in sorted(names):  # `train_fn = jax.vmap(train)` in the loop, then `jax.pmap(train_fn)`
+        names |= {m for v in loop.bound.get(n, []) if v is not None for m in _free_names(v, None)}
+    seen: set[int] = set()
+    stack = [(n, 0) for n in sorted(names)]
+    while stack:
+        name, depth = stack.pop()
+        fn = model.root.defs.get(name)
+        if fn is None or fn.node is None or id(fn) in seen or depth > 3:
+            continue
+        seen.add(id(fn))
+        reads = set(name_counts(fn.node)[0]) - fn.local_names
+        if reads & varying:
+            return True
+        stack.extend((n, depth + 1) for n in sorted(reads) if n in model.root.defs)
+    return False
 
 
 def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, scope: Scope) -> bool:

@@ -9,7 +9,7 @@ import libcst as cst
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..semantic.scopes import never_mentioned
 from ..syntax import _is_literal, _target_names, descendants, dotted, iter_children
-from ..semantic.loops import loop_invariant
+from ..semantic.loops import clears_caches, loop_invariant
 from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
 
@@ -92,7 +92,12 @@ class StaleGlobal(Rule):
     setter counts as callable at any time. A loop that rebinds a closed-over name to an
     expression of names it never changes (`env = make_env(name)` on each pass) is taken to rebuild
     the same value, and so is a rebinding that sets the same fields to the same constants as the
-    binding before it (`cfg = cfg._replace(mode=FAST)` written again).
+    binding before it (`cfg = cfg._replace(mode=FAST)` written again). A name the function reads only for
+    its shape (`x.shape`, `x.ndim`, `len(x)`) is stale only if a pass can change that shape: a loop that
+    rebinds it from fresh PRNG keys and otherwise unchanged arguments (`theta = sample(k1, n)`) is not reported.
+    A use through a wrapper made anew on each pass after the rebinding (`jax.pmap(jax.vmap(train))`: the
+    cache is keyed on the new object) traces afresh, and so does every pass of a loop that calls
+    `jax.clear_caches()`: neither is stale.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -203,7 +208,7 @@ class StaleGlobal(Rule):
         # (a name read only for its shape is stale only if a pass can give it another shape)
         shapes = name in self.__dict__.get("_shape_reads", frozenset())
         later = [(order, loop) for order, loop in later
-                 if loop is None or not _rebuilt_alike(name, loop, model, owner, shapes)]
+                 if loop is None or not (_rebuilt_alike(name, loop, model, owner, shapes) or clears_caches(loop, model))]
         later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
         if _applied_where_made(fn, model):
             later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
@@ -488,8 +493,17 @@ def _before_and_after(order: int, loop: Optional[LoopInfo], uses: Uses) -> bool:
     call of the function (`loss_fn(x)` before `jax.jit(jax.grad(loss_fn))` is made) runs it eagerly and
     reads the variable as it is then (when no use is known to go through a cache, all of them count)."""
     sites = [s for s in uses.sites if s.cached] or uses.sites
-    before = any(s.stamp < order or _shared_loop(loop, s.loop) for s in sites)
-    after = uses.lasting or any(s.stamp > order or _shared_loop(loop, s.loop) for s in sites)
+
+    def fresh(s) -> bool:
+        # a use through a wrapper made anew on each pass of the loop that rebinds the name
+        # (`train_fn = jax.pmap(jax.vmap(train))`): no trace of an earlier pass survives into this one
+        return s.made is not None and loop is not None and s.made_loop is not None and loop.encloses(s.made_loop)
+
+    before = any(s.stamp < order or (not fresh(s) and _shared_loop(loop, s.loop)) for s in sites)
+    after = uses.lasting or any(s.stamp > order or (not fresh(s) and _shared_loop(loop, s.loop)) for s in sites)
+    if before and after and all(fresh(s) for s in sites):
+        # within one pass: stale only if a call before the rebinding made the trace a later call reuses
+        return any(s.stamp < order for s in sites) and any(s.stamp > order for s in sites)
     return before and after
 
 

@@ -200,3 +200,21 @@ def repeating(loop: Optional[LoopInfo]) -> Optional[LoopInfo]:
     while loop is not None and single_pass(loop):
         loop = loop.parent
     return loop
+
+
+# Calls that drop every compiled program and trace, so the next call of a jitted function traces again.
+CLEAR_CACHES = frozenset({"jax.clear_caches", "equinox.clear_caches"})
+
+
+def clears_caches(loop: LoopInfo, model: ModuleModel) -> bool:
+    """`jax.clear_caches()` in the loop body (or in a function of the module it calls there): every pass
+    traces and compiles afresh."""
+
+    def clears(call: cst.Call, scope: Scope, depth: int = 0) -> bool:
+        if model.resolve(call.func, scope) in CLEAR_CACHES:
+            return True
+        # `def clear_caches(): jax.clear_caches()` called in the loop
+        ref = model.resolve_callable(call.func, scope) if depth < 2 else None
+        return ref is not None and any(clears(c, ref.fn, depth + 1) for c in ref.fn.calls)
+
+    return any(loop.encloses(l) and clears(c, s) for c, s, l in model.all_calls if l is not None)

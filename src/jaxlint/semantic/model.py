@@ -608,6 +608,8 @@ class ModuleModel:
             return CallableRef(fn) if fn else None
         if isinstance(expr, cst.Name):
             fn = self.lookup_function(expr.value, scope)
+            if fn is not None and self.dispatched(fn):
+                return None  # `@multimethod` defined twice: the arguments' types pick the def at run time
             if fn is None:
                 grad = self._named_grad(expr.value, scope)
                 if grad is not None:  # `grad_fn(params, x, flag)`: the differentiated function, called so
@@ -643,6 +645,18 @@ class ModuleModel:
             return CallableRef(inner.fn, inner.offset + positional - taken, inner.bound_names | keywords,
                                inner.lead - taken, inner.receiver)
         return self.frameworks.callable_of(expr, scope, call)
+
+    def dispatched(self, fn: FunctionInfo) -> bool:
+        """A def of a name defined more than once in its scope under a multiple-dispatch decorator
+        (`@multimethod`, `@dispatch(int)`): which def a call runs depends on its arguments' types."""
+        owner = fn.parent or self.root
+        if len(owner.def_history.get(fn.name, [])) < 2:
+            return False
+        for d in fn.decorators:
+            head = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+            if (self.resolve(head, owner) or "") in _DISPATCHERS:
+                return True
+        return False
 
     def transform_of(self, expr: cst.BaseExpression, scope: Scope) -> Optional[tuple[Transform, dict[str, cst.BaseExpression]]]:
         """If `expr` names a JAX transform (`jax.jit`, `partial(jax.jit, static_argnums=1)`,
@@ -736,6 +750,17 @@ class ModuleModel:
                         and target.value.value == me and target.attr.value in cls.defs:
                     out.add(target.attr.value)
         return frozenset(out)
+
+    def project_class(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
+        """Whether an annotation names a class of the project (`g: DoubleDouble`, here or in another file):
+        its instances are that class's objects, whatever JAX does with their leaves."""
+        ann = plain_annotation(ann)
+        if ann is None or not isinstance(ann, (cst.Name, cst.Attribute)):
+            return False
+        if isinstance(ann, cst.Name) and self.class_named(ann, scope) is not None:
+            return True
+        qual = self.resolve(ann, scope)
+        return qual is not None and "." in qual and self.project is not None and self.project.lookup(qual) is not None
 
     def identity_instance(self, value: cst.BaseExpression, scope: Scope) -> bool:
         """Whether an expression makes a new instance of a class that compares by identity (a constructor
@@ -2008,6 +2033,11 @@ def _bound_to_static_fact(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
 
 # Where `lax.fori_loop` and `lax.while_loop` take the initial carry whose structure they return.
 _CARRY_INIT = {"fori_loop": (3, "init_val"), "while_loop": (2, "init_val")}
+
+
+# Decorators that keep every def of a name and pick one by the arguments' types at each call.
+_DISPATCHERS = frozenset({"multimethod.multimethod", "multimethod.multidispatch", "multipledispatch.dispatch",
+                          "plum.dispatch", "fastcore.dispatch.typedispatch"})
 
 
 def _is_property(fn: "FunctionInfo") -> bool:

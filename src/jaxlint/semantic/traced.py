@@ -717,7 +717,8 @@ def external_target(m: ModuleModel, ext: ExternalCall) -> Optional[FunctionInfo]
     """The function of this module a call from another file reaches."""
     if "." in ext.qualname:  # `Class.method` of a model module class: `self` is the first argument
         return m.frameworks.method_named(ext.qualname)
-    return m.root.defs.get(ext.qualname)
+    fn = m.root.defs.get(ext.qualname)
+    return None if fn is not None and m.dispatched(fn) else fn
 
 
 def solve_flags(functions: list[FunctionInfo], constants: Optional[dict[int, dict[str, bool]]] = None) -> bool:

@@ -22,6 +22,11 @@ class Site:
     # through a caching transform (`step = jax.jit(f)`, `@jax.jit`): the call can make or reuse a trace,
     # where a plain call of the function runs it eagerly
     cached: bool = False
+    # through a wrapper made anew each time its expression runs (`train_fn = jax.vmap(train)`, then
+    # `jax.pmap(train_fn)`): the source-order stamp and loop of the latest such wrapper. A cache keyed on
+    # the new object holds no trace older than the wrapper.
+    made: Optional[int] = None
+    made_loop: Optional[LoopInfo] = None
 
 
 @dataclass
@@ -150,6 +155,12 @@ class ModuleUses:
         qual = self.model.resolve(call.func, scope)
         return id(call) in self.model.applied_calls or qual in LAX_BODIES or qual in _RUNS_AT_ONCE
 
+    def _fresh_wrapper(self, call: cst.Call, scope: Scope) -> bool:
+        """Whether a call wraps the callable it is given in a new function object each time it runs, one
+        that no cache has seen: a transform that does not cache (`jax.vmap(f)`, `jax.grad(f)`)."""
+        t = self.model.transforms.get(self.model.resolve(call.func, scope) or "")
+        return t is not None and not t.cached
+
     def _caching(self, call: cst.Call, scope: Scope) -> bool:
         """Whether a call applies a transform that caches its traces (`jax.jit(f)`, `jax.pmap(f)`)."""
         t = self.model.transforms.get(self.model.resolve(call.func, scope) or "")
@@ -211,6 +222,11 @@ class ModuleUses:
                 if r.call is not None and self._cached_alias(r.call, r.scope, r.alias):
                     for site in sub.sites:
                         site.cached = True
+                if r.call is not None and self._fresh_wrapper(r.call, r.scope):
+                    stamp = self.model.call_order.get(id(r.call), 0)
+                    for site in sub.sites:
+                        if site.made is None or stamp > site.made:
+                            site.made, site.made_loop = stamp, self.loop_of.get(id(r.call))
                 out.merge(sub)
                 if r.kind == "other" or r.call is None or not self._immediate(r.call, r.scope):
                     continue  # `g = f`, `step = jax.jit(f)`: f runs where g or step does
@@ -223,7 +239,9 @@ class ModuleUses:
             handed = r.kind == "arg" and not self._immediate(r.call, r.scope) and not self._called_where_made(r.call, r.scope)
             s = r.scope
             if s is root or s is stop:
-                out.sites.append(Site(s, self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call)), handed))
+                stamp, loop = self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call))
+                fresh = self._fresh_wrapper(r.call, r.scope)  # `jax.pmap(jax.vmap(train))`: a new object each time
+                out.sites.append(Site(s, stamp, loop, handed, stamp if fresh else None, loop if fresh else None))
                 out.lasting = out.lasting or handed
                 continue
             if isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
