@@ -328,7 +328,7 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
         if loop is None or order < fn.order or _shared_loop(loop, fn.loop_at_def):
             continue
         value = values[i] if i < len(values) else None
-        if value is not None and loop_invariant(value, loop, model, owner):
+        if value is not None and (loop_invariant(value, loop, model, owner) or _rebuilt_alike(name, loop, model, owner)):
             continue  # `env = make_env(cfg)` on every pass, from names the loop never changes: the same value
         for call, scope, call_loop in model.all_calls:
             if (scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
@@ -360,7 +360,7 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, 
                     values.setdefault(t, []).append(n.value)
         elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For)):
             other.update(_target_names(n.target))
-        stack.extend(iter_children(n))
+        stack.extend(reversed(list(iter_children(n))))  # (popped in source order)
 
     def plain_call(v: cst.BaseExpression) -> bool:
         return isinstance(v, cst.Call) and bool(v.args) and isinstance(v.func, (cst.Name, cst.Attribute)) \
@@ -377,7 +377,11 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, 
     while grew:  # grown from calls of fixed values only, so `state = step(state, cfg)` never joins
         grew = False
         for n in sorted(candidates - alike):
-            if all(loop_invariant(v, loop, model, owner, frozenset(alike)) for v in values[n]):
+            # (a later binding in the pass may build on the earlier one: `opt = adam(lr)` then
+            # `opt = chain(opt, clip)` is the same value on every pass)
+            first, *rest = values[n]
+            if loop_invariant(first, loop, model, owner, frozenset(alike)) \
+                    and all(loop_invariant(v, loop, model, owner, frozenset(alike | {n})) for v in rest):
                 alike.add(n)
                 grew = True
     return name in alike

@@ -1542,8 +1542,23 @@ class ModuleModel:
         fn = self.root.defs.get(qual) if isinstance(func, cst.Name) and "." not in qual else None
         if fn is not None:
             return self._field_maker(fn)
+        if isinstance(func, cst.Name) and self._partial_field_maker(func.value):
+            return True  # `nonpytree_field = partial(flax.struct.field, pytree_node=False)`
         return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
             and self.project.static_field_maker(qual)
+
+    def _partial_field_maker(self, name: str) -> bool:
+        """A module-level name bound once to a `functools.partial` of a field declaration that makes it static
+        (`nonpytree_field = partial(flax.struct.field, pytree_node=False)`)."""
+        if self.owner_of(name, self.root) is not self.root or name in self.root.defs:
+            return False
+        values = self.root.assigned.get(name, [])
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
+            return False
+        v = values[0]
+        if self.resolve(v.func, self.root) != "functools.partial" or not v.args or v.args[0].keyword is not None:
+            return False
+        return _field_is_static(self, cst.Call(func=v.args[0].value, args=v.args[1:]), self.root)
 
     def _field_maker(self, fn: FunctionInfo) -> bool:
         known = self.__dict__.setdefault("_field_makers", {})
@@ -1615,7 +1630,8 @@ class ModuleModel:
     def static_field_makers(self) -> frozenset[str]:
         """Module-level functions returning a static field declaration (`return tc.field(on_setattr=[tc.freeze])`,
         `return field(pytree_node=False, **kw)`): a class of another file declares static fields with them."""
-        return frozenset(name for name, fn in self.root.defs.items() if self._field_maker(fn))
+        return frozenset([name for name, fn in self.root.defs.items() if self._field_maker(fn)]
+                         + [name for name in self.root.assigned if self._partial_field_maker(name)])
 
     def registering(self) -> frozenset[str]:
         """Module-level functions that register the class they are given as a pytree."""
