@@ -560,16 +560,14 @@ class Values:
             return False
         if any(isinstance(o, cst.Name) and o.value == "None" for o in operands):
             return False
-        if len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
-                and any(isinstance(o, cst.Dict) and not o.elements for o in operands):
+        equality = len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual))
+        if equality and any(isinstance(o, cst.Dict) and not o.elements for o in operands):
             # `stats != {}`: a mapping's equality with the empty dict compares keys only, never a leaf (and
             # an array refuses the comparison with a TypeError): a Python bool
             return False
-        if len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
-                and any(self.m.plain_enum_member(o, self.fn) for o in operands):
+        if equality and any(self.m.plain_enum_member(o, self.fn) for o in operands):
             return False  # `impl == Impl.WARP` with a plain Enum: a Python bool whatever `impl` is
-        if len(operands) == 2 and isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
-                and any(self._sure_container(o) for o in operands):
+        if equality and any(self._sure_container(o) for o in operands):
             # a tuple or dict compared with anything but another container is unequal without a look at
             # its leaves (`pair == ignore` with a tuple `pair` is False; an array's `==` refuses a tuple)
             other = operands[1] if self._sure_container(operands[0]) else operands[0]
