@@ -929,14 +929,9 @@ class JitInLoop(Rule):
 
     def _calls_built_function(self, fn: FunctionInfo, outer: FunctionInfo, where: Where, depth: int = 0) -> bool:
         """Whether `fn` (or a def of `outer` it calls) calls a function that `outer` builds on each of its calls
-        from a factory (`opt_init, opt_update, get_params = adam(lr)`), or a method of an object built so
-        (`optimizer = make_optimizer(lr)`, then `optimizer.update(...)`): every call of `outer` then traces a
+        from a factory (`opt_init, opt_update, get_params = adam(lr)`): every call of `outer` then traces a
         different program, which taking arrays as arguments would not avoid."""
-        # `opt_update(...)`, and `optimizer.update(...)`: a method of an object built the same way
-        called = {c.func.value if isinstance(c.func, cst.Name) else c.func.value.value  # type: ignore[attr-defined]
-                  for c in descendants(fn.node) if isinstance(c, cst.Call) and (
-                      isinstance(c.func, cst.Name)
-                      or isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name))}
+        called = {c.func.value for c in descendants(fn.node) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
         for name in sorted(called - fn.local_names):
             bindings = outer.bindings(name)
             if bindings and all(b.how == "=" and _factory_result(

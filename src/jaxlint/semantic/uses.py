@@ -205,6 +205,7 @@ class ModuleUses:
                 (t := self.model.transform_of(d.decorator, root)) is not None and t[0].cached for d in entity.decorators):
             for site in found.sites:
                 site.cached = True  # `@jax.jit def step`: every call of it goes through the cache
+                site.made = site.made_loop = None  # (its own cache, whatever wraps it: `jax.grad(step)`)
         return found
 
     def _uses_of(self, name: str, stop: Optional[FunctionInfo], busy: frozenset[str], entity: Optional[Scope]
