@@ -759,8 +759,12 @@ class ModuleModel:
             return False
         if isinstance(ann, cst.Name) and self.class_named(ann, scope) is not None:
             return True
-        qual = self.resolve(ann, scope)
-        return qual is not None and "." in qual and self.project is not None and self.project.lookup(qual) is not None
+        return self._facts_named(ann, scope) is not None
+
+    def _facts_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassFacts]:
+        """What the project says of the class of another file an expression names (through the imports)."""
+        qual = self.resolve(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        return self.project.lookup(qual) if qual is not None and "." in qual and self.project is not None else None
 
     def identity_instance(self, value: cst.BaseExpression, scope: Scope) -> bool:
         """Whether an expression makes a new instance of a class that compares by identity (a constructor
@@ -770,8 +774,7 @@ class ModuleModel:
         cls = self.class_named(value.func, scope) if isinstance(value.func, cst.Name) else None
         if cls is not None:
             return identity_hash(cls)
-        qual = self.resolve(value.func, scope)
-        facts = self.project.lookup(qual) if qual is not None and self.project is not None else None
+        facts = self._facts_named(value.func, scope)
         return facts is not None and facts.identity_hash
 
     def pinned_method(self, expr: cst.Attribute, scope: Scope) -> bool:
@@ -794,8 +797,7 @@ class ModuleModel:
         cls = self.class_named(func, owner) if isinstance(func, cst.Name) else None
         if cls is not None:
             return attr in self._pinned_methods(cls)
-        qual = self.resolve(func, owner)
-        facts = self.project.lookup(qual) if qual is not None and self.project is not None else None
+        facts = self._facts_named(func, owner)
         return facts is not None and attr in facts.pinned_methods
 
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
@@ -822,15 +824,8 @@ class ModuleModel:
         if not isinstance(e, cst.Attribute):
             return False
         cls = self.class_named(e.value, scope)
-        if cls is not None:
-            bases: Iterable[str] = cls.bases
-        else:
-            qual = self.resolve(e.value, scope) if isinstance(e.value, (cst.Name, cst.Attribute)) else None
-            facts = self.project.lookup(qual) if qual is not None and "." in qual and self.project is not None else None
-            if facts is None:
-                return False
-            bases = facts.bases
-        bases = list(bases)
+        facts = self._facts_named(e.value, scope) if cls is None else None
+        bases = list(cls.bases) if cls is not None else list(facts.bases) if facts is not None else []
         return bool(bases) and all(b in ("enum.Enum", "enum.Flag") for b in bases)
 
     def annotated_container(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:

@@ -857,7 +857,7 @@ def solve_containers(functions: list[FunctionInfo]) -> None:
     for _ in range(4):
         changed = False
         for f in functions:
-            sites = [(s[0], *s[1:]) for s in f.flag_sites.values()] + [(None, *s) for s in f.container_sites.values()]
+            sites = list(f.flag_sites.values()) + [(None, *s) for s in f.container_sites.values()]
             if not f.traced or not sites or f.containers_open:
                 continue  # traced from somewhere whose arguments are not known (a decorator, a body)
             common: Optional[set[str]] = None
