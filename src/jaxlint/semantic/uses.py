@@ -27,6 +27,8 @@ class Site:
     # the new object holds no trace older than the wrapper.
     made: Optional[int] = None
     made_loop: Optional[LoopInfo] = None
+    # the module-level call itself, where the site is one (its arguments and its place in the code)
+    call: Optional[cst.Call] = None
 
 
 @dataclass
@@ -149,6 +151,34 @@ class ModuleUses:
 
     # ---- questions ----------------------------------------------------------------------------
 
+    @property
+    def _flows(self) -> "_Flows":
+        found = self.__dict__.get("_flows_cache")
+        if found is None:
+            found = self.__dict__["_flows_cache"] = _Flows(self.model)
+        return found
+
+    def _cannot_bind(self, r: _Ref, site: Site, entity: Optional[Scope]) -> bool:
+        """Whether a site calls the alias a transform binds (`train_fn = jax.pmap(train)`, then
+        `train_fn(rng, state)`) with fewer positional arguments than the function requires: Python raises
+        before the body runs, so nothing is traced there (and no trace is cached)."""
+        if not isinstance(entity, FunctionInfo) or site.call is None or r.call is None or r.alias is None:
+            return False
+        call = site.call
+        if not (isinstance(call.func, cst.Name) and call.func.value == r.alias) \
+                or any(a.star or a.keyword is not None for a in call.args):
+            return False
+        if not self._flows.direct(r.alias, r.call, site):
+            return False  # (reached through a rewrapping, `f = jax.jit(f)`: its arity is not followed)
+        t = self.model.transforms.get(self.model.resolve(r.call.func, r.scope) or "")
+        if t is None or t.kind not in _SAME_ARITY:
+            return False
+        params = entity.params
+        if any(p.star for p in params):
+            return False
+        required = sum(1 for p in params if p.index is not None and not p.has_default)
+        return len(call.args) < required
+
     def _immediate(self, call: cst.Call, scope: Scope) -> bool:
         """Whether a call runs the callable it is given before it returns (`lax.cond(p, f, g, x)`,
         `jax.jit(f)(x)`) rather than keeping it for later."""
@@ -219,6 +249,11 @@ class ModuleUses:
                 continue
             aliased = r.alias is not None and r.scope is root and r.kind != "call"  # (a call's result is not f)
             sub = self.uses(r.alias, stop, busy) if aliased else None
+            if sub is not None and r.call is not None:
+                # (a name bound more than once, `train_fn = jax.pmap(jax.vmap(train))` in one arm and
+                # `train_fn = jax.pmap(train)` in the other: each binding runs `f` only at the calls it reaches)
+                sub.sites = [site for site in sub.sites if self._flows.reaches(r.alias, r.call, site)
+                             and not self._cannot_bind(r, site, entity)]
             if sub is not None:
                 if r.call is not None and self._cached_alias(r.call, r.scope, r.alias):
                     for site in sub.sites:
@@ -242,7 +277,8 @@ class ModuleUses:
             if s is root or s is stop:
                 stamp, loop = self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call))
                 fresh = self._fresh_wrapper(r.call, r.scope)  # `jax.pmap(jax.vmap(train))`: a new object each time
-                out.sites.append(Site(s, stamp, loop, handed, stamp if fresh else None, loop if fresh else None))
+                out.sites.append(Site(s, stamp, loop, handed, stamp if fresh else None, loop if fresh else None,
+                                      r.call if s is root else None))
                 out.lasting = out.lasting or handed
                 continue
             if isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
@@ -295,6 +331,107 @@ def _module_level_def(scope: Scope, root: Scope) -> Optional[FunctionInfo]:
     if isinstance(scope, FunctionInfo) and root.defs.get(scope.name) is scope:
         return scope
     return None
+
+
+# Transforms whose result takes the arguments of the function they wrap.
+_SAME_ARITY = frozenset({"jit", "pjit", "pmap", "vmap", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian",
+                         "checkpoint", "filter_jit", "shard_map"})
+
+
+class _Flows:
+    """Which module-level binding of a name reaches which module-level call: a binding reaches a later
+    call unless another binding of the name runs in between on every path to it (in the same block or one
+    around it), and a binding later in a loop reaches the calls of the next pass. A rewrapping
+    (`f = jax.jit(f)`) passes on what reaches it."""
+
+    def __init__(self, model: ModuleModel) -> None:
+        self.model = model
+        self.paths: dict[int, tuple[int, ...]] = {}
+        for stmt in model.module.body:
+            self._walk(stmt, ())
+
+    def _walk(self, node: cst.CSTNode, path: tuple[int, ...]) -> None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return  # module-level code only
+        if isinstance(node, cst.Call):
+            self.paths[id(node)] = path
+        if isinstance(node, cst.BaseSuite):
+            path = path + (id(node),)
+        for child in iter_children(node):
+            self._walk(child, path)
+
+    def _bindings(self, name: str) -> Optional[list[tuple[cst.Call, int, tuple[int, ...], Optional[LoopInfo]]]]:
+        root = self.model.root
+        out = []
+        for value, stamp, loop in zip(root.assigned.get(name, []), root.bind_order.get(name, []),
+                                      root.bind_loops.get(name, [])):
+            if not isinstance(value, cst.Call) or id(value) not in self.paths:
+                return None  # bound some other way: not followed
+            out.append((value, stamp, self.paths[id(value)], loop))
+        return out
+
+    def _reaching(self, name: str, stamp: int, path: tuple[int, ...], loop: Optional[LoopInfo],
+                  bindings: list) -> list[int]:
+        def dominates(k: int) -> bool:
+            kpath = bindings[k][2]
+            return path[:len(kpath)] == kpath
+
+        out = []
+        for i, (_value, bstamp, _bpath, bloop) in enumerate(bindings):
+            if bstamp < stamp:
+                if not any(bstamp < bindings[k][1] < stamp and dominates(k) for k in range(len(bindings))):
+                    out.append(i)
+                continue
+            common = loop
+            while common is not None and not common.encloses(bloop):
+                common = common.parent
+            if common is not None and not any(bindings[k][1] < stamp and dominates(k) and common.encloses(bindings[k][3])
+                                              for k in range(len(bindings))):
+                out.append(i)  # bound later in a loop around both: seen on the next pass
+        return out
+
+    def _index(self, bindings: list, call: cst.Call) -> Optional[int]:
+        for i, (value, *_rest) in enumerate(bindings):
+            if value is call or any(a.value is call for a in value.args):
+                return i
+        return None
+
+    def _position(self, site: Site) -> Optional[tuple[int, tuple[int, ...], Optional[LoopInfo]]]:
+        if site.call is None or site.scope is not self.model.root or id(site.call) not in self.paths:
+            return None
+        return site.stamp, self.paths[id(site.call)], site.loop
+
+    def direct(self, name: str, call: cst.Call, site: Site) -> bool:
+        """Whether the binding made by `call` reaches the site as it is, not through a rewrapping."""
+        bindings = self._bindings(name)
+        pos = self._position(site)
+        if bindings is None or pos is None:
+            return False
+        b = self._index(bindings, call)
+        return b is not None and b in self._reaching(name, *pos, bindings)
+
+    def reaches(self, name: str, call: cst.Call, site: Site) -> bool:
+        """Whether the binding made by `call` (module-level `name = ...call...`) can be what `name` holds
+        at the site; True wherever that cannot be told."""
+        bindings = self._bindings(name)
+        pos = self._position(site)
+        if bindings is None or len(bindings) < 2 or pos is None:
+            return True
+        b = self._index(bindings, call)
+        if b is None:
+            return True
+        seen: set[int] = set()
+        todo = [pos]
+        while todo:
+            reaching = self._reaching(name, *todo.pop(), bindings)
+            if b in reaching:
+                return True
+            for k in reaching:
+                value, kstamp, kpath, kloop = bindings[k]
+                if k not in seen and any(isinstance(a.value, cst.Name) and a.value.value == name for a in value.args):
+                    seen.add(k)  # `name = jax.jit(name)`: what reached the rewrapping reaches on
+                    todo.append((self.model.call_order.get(id(value), kstamp), kpath, kloop))
+        return False
 
 
 # Functions that call the callable they are given before they return (timing helpers).
