@@ -411,9 +411,13 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             how, _, rest = g.partition(":")
             text, _, name = rest.rpartition(":")
             can = fn.idents.get(name)
+            if can is not None and how == "eq" and _through_jit(fn, name):
+                can = can - {"value"}  # (what a caller passes it becomes a tracer, or jit rejects a string)
             if can is not None and (can == {"str:" + text} if how == "neq" else
-                                    "str:" + text not in can and not can & {"value", "tracer"}):
-                return True  # `if loop == "python":` where every traced caller leaves `loop="lax"`
+                                    "str:" + text not in can and "value" not in can):
+                # `if loop == "python":` where every traced caller leaves `loop="lax"` (a tracer is never
+                # equal to a string: the comparison falls back to identity, a Python False)
+                return True
             continue
         if g.startswith("given:"):
             name = g[6:]
@@ -428,6 +432,32 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
     return False
+
+
+def _through_jit(fn: FunctionInfo, name: str) -> bool:
+    """Whether `name` is a parameter of a function decorated with `jax.jit` that is not static: every call
+    goes through jit, which makes what it is given a tracer (a string it rejects with `TypeError`)."""
+    p = fn.param(name)
+    if p is None or p.star or name in fn.declared_static:
+        return False
+    for d in fn.decorators:
+        e = d.decorator
+        options: list[cst.Arg] = []
+        if isinstance(e, cst.Call) and (dotted(e.func) or "").rpartition(".")[2] == "partial" and e.args:
+            e, options = e.args[0].value, list(e.args[1:])
+        elif isinstance(e, cst.Call):
+            e, options = e.func, list(e.args)
+        if dotted(e) in ("jax.jit", "jit", "jax.pjit", "pjit"):
+            # (statics written other than as literals are not known: `declared_static` may miss one)
+            return all(a.keyword is not None and not (a.keyword.value.startswith("static_")
+                                                      and not _literal_statics(a.value)) for a in options)
+    return False
+
+
+def _literal_statics(e: cst.BaseExpression) -> bool:
+    if isinstance(e, (cst.Tuple, cst.List)):
+        return all(isinstance(el.value, (cst.SimpleString, cst.Integer)) for el in e.elements)
+    return isinstance(e, (cst.SimpleString, cst.Integer))
 
 
 _ACCESSORS = frozenset({"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"})
