@@ -919,28 +919,58 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     from .project import ProjectIndex, needs_project
 
     index: Optional[ProjectIndex] = None
-    for path in files:
-        found, calls = results[path]
-        if not path.endswith(".py"):
-            continue
-        if any(c.kind in ("key", "global") for c in calls):
+    pending = [p for p in files if p.endswith(".py")]
+    reported = set(pending)
+    for _ in range(3):
+        dropped: dict[str, list[ExternalCall]] = {}  # what a file's traced code calls, known the project
+        for path in pending:
+            found, calls = results[path]
+            if any(c.kind in ("key", "global") for c in calls):
+                index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
+            if not needs_project(found, calls, index, path):
+                continue
+            data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
+            if data is None:
+                continue
             index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
-        if not needs_project(found, calls, index, path):
-            continue
-        data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
-        if data is None:
-            continue
-        index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
-        project = index.for_file(path, data, {f.name for f in found})
-        if project is None:
-            continue
-        external = list(seeds.get(path, {}).values()) or None
-        try:
-            refined, _calls = with_deep_stack(lambda: analyse(data, path, codes_for(path, settings),
-                                                              settings.trace_decorators, external, project))
-        except RecursionError:
-            continue
-        results[path] = (refined, calls)
+            project = index.for_file(path, data, {f.name for f in found})
+            if project is None:
+                continue
+            external = list(seeds.get(path, {}).values()) or None
+            try:
+                refined, refined_calls = with_deep_stack(lambda: analyse(
+                    data, path, codes_for(path, settings), settings.trace_decorators, external, project))
+            except RecursionError:
+                continue
+            results[path] = (refined, calls)
+            dropped[path] = refined_calls
+        # A call the first pass followed into another file that the file's code no longer makes once the
+        # project is known (its caller is traced only through a jitted alias nothing calls): the files it
+        # reached are analysed again without it.
+        pending = sorted(_drop_stale_seeds(seeds, dropped, reported))
+        if not pending:
+            return
+        for path in pending:
+            data, _err = _read(path, settings.sources)
+            if data is None:
+                continue
+            results[path] = _analyse_file(path, settings, list(seeds.get(path, {}).values()) or None, data)[:2]
+
+
+def _drop_stale_seeds(seeds: dict[str, dict[tuple, ExternalCall]], refined: dict[str, list[ExternalCall]],
+                      reported: set[str]) -> set[str]:
+    """Remove the seeds whose calling file, analysed again, no longer makes them; the reported files whose
+    seeds changed."""
+    made = {(c.origin, c.caller, c.qualname, c.kind) for calls in refined.values() for c in calls}
+    touched: set[str] = set()
+    for target, bucket in seeds.items():
+        # (a call still made with other arguments keeps its seed)
+        stale = [key for key in bucket if key[0] in refined and key[:4] not in made]
+        for key in stale:
+            del bucket[key]
+        if stale and target in reported:
+            touched.add(target)
+    return touched
 
 
 def run(settings: Settings) -> Result:

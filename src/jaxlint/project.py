@@ -216,13 +216,19 @@ class ProjectIndex:
                     continue
         return self._texts
 
-    def mentions(self, name: str, besides: str) -> bool:
+    def mentions(self, name: str, besides: str, importing: bool = False) -> bool:
         """Whether a given file other than `besides` calls something named `name` (a setter called from a
-        script): a cheap search of `name(`, not a resolution."""
+        script): a cheap search of `name(`, not a resolution. With `importing`, only a file that also names
+        the module of `besides` (`from .driver import solve`) counts."""
         # (not in a comment: `# encode(batch)` is a call someone took out)
         word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(", re.M)
         here = os.path.realpath(besides)
-        return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
+        stem = os.path.splitext(os.path.basename(here))[0]
+        if stem == "__init__":
+            stem = os.path.basename(os.path.dirname(here))
+        module = re.compile(rb"\b" + re.escape(stem.encode()) + rb"\b")
+        return any(word.search(text) and (not importing or module.search(text))
+                   for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
     def reads_attribute(self, name: str, besides: str) -> bool:
         """Whether a given file other than `besides` mentions an attribute of that name on something other
@@ -393,6 +399,7 @@ class ProjectIndex:
         return ProjectClasses(lookup, frozenset(static), static_return=returns("static"),
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
+                              called_by_importer=lambda name: self.mentions(name, path, importing=True),
                               set_elsewhere=lambda name: self.sets_global(name, path),
                               attribute_elsewhere=lambda name: self.reads_attribute(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),

@@ -114,6 +114,9 @@ class ProjectClasses:
     registers: "Callable[[str], bool]" = lambda qualname: False
     # Whether another file of the project calls something by this name (who may call a setter).
     mentioned_elsewhere: "Callable[[str], bool]" = lambda name: True
+    # Whether another file that names this module calls something by this name (`from .driver import
+    # solve`, then `solve(...)`).
+    called_by_importer: "Callable[[str], bool]" = lambda name: False
     # Whether another given file may set this module's global of that name (`solver.DEBUG = True`).
     set_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether another given file mentions an attribute of this name (`obj.pe`).

@@ -20,7 +20,7 @@ from ..jaxapi import (
 )
 from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
-    DECLARED_PYTHON, dotted, literal_ident, literal_truth, only_called, scalar_annotation,
+    DECLARED_PYTHON, dotted, literal_ident, literal_truth, name_counts, only_called, scalar_annotation,
 )
 from .scopes import CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch
 from .values import Values
@@ -162,12 +162,32 @@ class _Tracer:
                 continue  # (a call under a test known false never runs)
             if id(call) in m.nojit_calls and _eager_without_jit(m, call, scope):
                 continue  # `with jax.disable_jit(): lax.scan(body, ...)`: a Python loop over concrete values
+            if self._unused_alias(call, scope):
+                continue  # `solve_jit = jax.jit(solve)` nobody calls, while the program calls `solve`
             site_fn = scope.function_scope()
             if site_fn is not None and m.only_in_dead_code(site_fn):
                 continue  # a def nothing runs: its `lax.cond` bodies are never traced
             site_abstract = bool(site_fn is not None and site_fn.traced and site_fn.abstract)
             site_cached = bool(site_fn is not None and site_fn.traced and site_fn.cached)
             self.seed_call(call, scope, site_fn, site_abstract, site_cached)
+
+    def _unused_alias(self, call: cst.Call, scope: Scope) -> bool:
+        """A module-level `solve_jit = jax.jit(solve)` that nothing in the project names again, in a module
+        that exports no `__all__`, while `solve` itself is called (here or by another file): the program runs
+        `solve` eagerly, and the jitted alias never traces it. (Only known in a project run: linted alone,
+        a file's alias may be called from anywhere.)"""
+        m = self.m
+        if scope is not m.root or m.project is None or "__all__" in m.root.assigned or not call.args \
+                or call.args[0].keyword is not None or not isinstance(call.args[0].value, cst.Name):
+            return False
+        aliases = [n for n, values in m.root.assigned.items() if any(v is call for v in values)]
+        if len(aliases) != 1 or (m.resolve(call.func, scope) or "") not in m.transforms:
+            return False
+        alias, wrapped = aliases[0], call.args[0].value.value
+        reads, calls = name_counts(m.module)
+        if reads.get(alias, 0) != 1 or m.project.mentioned_elsewhere(alias):
+            return False  # (its one mention is the binding)
+        return calls.get(wrapped, 0) > 0 or m.project.called_by_importer(wrapped)
 
     def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
                   site_cached: bool = False, outer: Optional[Transform] = None,
