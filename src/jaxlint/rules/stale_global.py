@@ -226,6 +226,8 @@ class StaleGlobal(Rule):
                         continue
                     if self._never_called(other, model) or never_mentioned(other):
                         continue  # a setter nothing in the project calls rebinds nothing
+                    if all(isinstance(v, cst.Name) and v.value in other.imports for v in other.assigned.get(name, [])):
+                        continue  # a lazy import (`from pkg import api as _api; api = _api`): one module object
                     if model.restores(other, name) and _only_called_traced(other, model):
                         continue  # `with use_cache(c):` inside the trace: each trace sets its own value
                     if other is fn:

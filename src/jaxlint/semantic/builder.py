@@ -641,7 +641,8 @@ def _register_options(cls: ClassInfo, call: cst.Call) -> None:
 
 
 def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
-    """`self.x` attributes returned in the aux part of a flatten function: `return children, (self.a,)`."""
+    """`self.x` attributes returned in the aux part of a flatten function: `return children, (self.a,)`
+    (or a dict of them)."""
     out: set[str] = set()
     if not isinstance(fn.node, cst.FunctionDef):
         return out
@@ -649,7 +650,9 @@ def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
         value = stmt.value
         if isinstance(value, cst.Tuple) and len(value.elements) == 2:
             aux = value.elements[1].value
-            parts = [el.value for el in aux.elements] if isinstance(aux, (cst.Tuple, cst.List)) else [aux]
+            parts = [el.value for el in aux.elements] if isinstance(aux, (cst.Tuple, cst.List)) else \
+                [el.value for el in aux.elements if isinstance(el, cst.DictElement)] if isinstance(aux, cst.Dict) \
+                else [aux]  # (`return children, {"rows": self.rows}`: a dict of aux data too)
             for part in parts:
                 if isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value == owner:
                     out.add(part.attr.value)

@@ -1147,7 +1147,38 @@ class ModuleModel:
         cls = self.class_of(obj, fn)
         if cls is not None and (cls.fields or cls.static_fields):
             return attr in cls.static_fields
+        facts = self._annotated_facts(obj, fn) if cls is None else None
+        if facts:
+            return all(attr in f.static_fields for f in facts)
         return attr in self.static_field_names
+
+    def _annotated_facts(self, obj: cst.BaseExpression, fn: "FunctionInfo") -> Optional[list[ClassFacts]]:
+        """The project's facts of each pytree class of another file a parameter is annotated with (`x: sc.Coo
+        | sc.Csr`), where each is known to have fields; a parameter rebound only by calls handing it on
+        (`x = sc.as_coo(x, label=...)`, a check that returns it) keeps its annotation."""
+        if not isinstance(obj, cst.Name) or self.project is None:
+            return None
+        s: Optional[Scope] = fn
+        while isinstance(s, FunctionInfo):
+            p = s.param(obj.value)
+            if p is not None:
+                break
+            if obj.value in s.local_names:
+                return None
+            s = s.parent
+        else:
+            return None
+        if p.annotation_expr is None or (s.is_method and p is s.params[0]) or any(
+                not (isinstance(v, cst.Call) and v.args and isinstance(v.args[0].value, cst.Name)
+                     and v.args[0].value.value == obj.value) for v in s.assigned.get(obj.value, [])):
+            return None
+        out: list[ClassFacts] = []
+        for member in _union_members(p.annotation_expr):
+            facts = self._facts_named(member, s.parent or self.root)
+            if facts is None or not facts.pytree or not (facts.fields or facts.static_fields):
+                return None
+            out.append(facts)
+        return out
 
     # ---- function summaries -----------------------------------------------------------------
 
@@ -2146,3 +2177,14 @@ def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
         return any(_catches_tracing(el.value) for el in kind.elements)
     name = dotted(kind)
     return name is not None and name.rsplit(".", 1)[-1] in _TRACING_ERRORS
+
+
+def _union_members(ann: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The classes of an annotation (`A | B | None`, `Union[A, B]`, `Optional[A]`), without None."""
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        return _union_members(ann.left) + _union_members(ann.right)
+    if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").rpartition(".")[2] in ("Union", "Optional"):
+        return [m for el in ann.slice if isinstance(el.slice, cst.Index) for m in _union_members(el.slice.value)]
+    if isinstance(ann, cst.Name) and ann.value == "None":
+        return []
+    return [ann]

@@ -315,7 +315,8 @@ class Values:
                 return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
             if self.m.class_constant(e.attr.value):
                 return False  # `self._props` bound to `("loc", "vel")` in a class body
-            if self.m.static_field_names and self.m.is_static_field(e.value, e.attr.value, self.fn):
+            if (self.m.static_field_names or self.m.project is not None) \
+                    and self.m.is_static_field(e.value, e.attr.value, self.fn):
                 return False  # an aux-data field of a registered pytree: a Python value
             cls = self.m.frameworks.instance_class(e.value, self.fn)
             if cls is not None and (e.attr.value not in ARRAY_ATTRS or self.m.frameworks.field(cls, e.attr.value)[0]):
