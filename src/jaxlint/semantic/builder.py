@@ -650,6 +650,9 @@ def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
         value = stmt.value
         if isinstance(value, cst.Tuple) and len(value.elements) == 2:
             aux = value.elements[1].value
+            if isinstance(aux, cst.Name) and len(fn.assigned.get(aux.value, [])) == 1 \
+                    and fn.assigned[aux.value][0] is not None:
+                aux = fn.assigned[aux.value][0]  # `aux = {...}` then `return children, aux`
             parts = [el.value for el in aux.elements] if isinstance(aux, (cst.Tuple, cst.List)) else \
                 [el.value for el in aux.elements if isinstance(el, cst.DictElement)] if isinstance(aux, cst.Dict) \
                 else [aux]  # (`return children, {"rows": self.rows}`: a dict of aux data too)

@@ -188,6 +188,9 @@ class FunctionInfo(Scope):
     traced: bool = False
     abstract: bool = False
     cached: bool = False
+    # traced somewhere by a transform that stages its body (jit, a `lax` loop, a caller that stages):
+    # under `vmap` or `grad` alone a JAX call on Python values computes a concrete array
+    staged: bool = False
     transforms: set[str] = field(default_factory=set)
     traced_params: set[str] = field(default_factory=set)
     # Where traced_params come from: transforms and callers without a call site (only ever grow), and each

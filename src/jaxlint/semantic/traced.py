@@ -22,7 +22,7 @@ from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
     DECLARED_PYTHON, dotted, literal_ident, literal_truth, name_counts, only_called, scalar_annotation,
 )
-from .scopes import CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch
+from .scopes import UNSTAGED, CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch
 from .values import Values
 
 if TYPE_CHECKING:
@@ -357,7 +357,8 @@ class _Tracer:
         if ref.fn.target is None:
             ref.fn.target = TraceTarget(ref.fn.qualname, 0, t.kind, (), (), _via(site_fn), _root(site_fn))
         ref.fn.trace_sites.add((scope, m.call_order.get(id(call), 0)))
-        self.mark(ref.fn, traced, t.abstract or site_abstract, t.cached or site_cached, t.kind, None, pytrees)
+        self.mark(ref.fn, traced, t.abstract or site_abstract, t.cached or site_cached, t.kind, None, pytrees,
+                  staged_site=site_cached or bool(site_fn is not None and site_fn.traced))
         return True
 
     def seed(self, fn: FunctionInfo, t: Transform, opts: dict[str, cst.BaseExpression], offset: int,
@@ -468,6 +469,8 @@ class _Tracer:
             entry = (caller, tuple(sorted(kinds.items(), key=lambda kv: kv[0])))
         # Under equinox's filter transforms non-array leaves stay static, so attributes are not leaves.
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
+                  staged_site=cached or bool(site_fn is not None and site_fn.traced)
+                  or (outer is not None and outer.kind not in UNSTAGED),
                   pytrees=set() if t.statics == "filter" else traced,
                   container_site=container_site if container_site is not None
                   else id(application) if application is not None else None, entry=entry)
@@ -548,7 +551,7 @@ class _Tracer:
     def mark(self, fn: FunctionInfo, params: set[str], abstract: bool, cached: bool, kind: str,
              caller: Optional[FunctionInfo], pytrees: set[str] = frozenset(),  # type: ignore[assignment]
              site: Optional[tuple] = None, call: Optional[cst.Call] = None,
-             container_site: Optional[int] = None, entry: Optional[tuple] = None) -> None:
+             container_site: Optional[int] = None, entry: Optional[tuple] = None, staged_site: bool = False) -> None:
         """`site`: (key, caller, offset, bound names, arguments) of a call whose arguments are known;
         without one, the function is traced from somewhere its flags cannot be read. `call`: the traced
         call site these parameters come from; its answer replaces the one an earlier round gave (an early
@@ -577,6 +580,10 @@ class _Tracer:
             grew = True
         if cached and not fn.cached:
             fn.cached = True
+            grew = True
+        staged = (caller is None or caller.staged) if kind == "helper" else kind not in UNSTAGED or staged_site
+        if staged and not fn.staged:
+            fn.staged = True
             grew = True
         if kind not in fn.transforms:
             fn.transforms.add(kind)

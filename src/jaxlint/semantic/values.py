@@ -586,8 +586,8 @@ class Values:
         """Whether the function is traced only by transforms that stage nothing (`jax.vmap(f)(xs)`, not
         inside a jit or a loop primitive): there a JAX call on Python values computes a concrete array."""
         fn = self.fn
-        return fn.traced and not fn.cached and bool(fn.transforms) and fn.transforms <= UNSTAGED \
-            and fn.target is not None and fn.target.transform in UNSTAGED and fn.target.root is None
+        return fn.traced and not fn.cached and not fn.staged and bool(fn.transforms) \
+            and fn.transforms <= UNSTAGED | {"helper"}
 
     def _call_traced(self, e: cst.Call) -> bool:
         f = e.func
