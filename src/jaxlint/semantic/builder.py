@@ -657,6 +657,9 @@ def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
                 [el.value for el in aux.elements if isinstance(el, cst.DictElement)] if isinstance(aux, cst.Dict) \
                 else [aux]  # (`return children, {"rows": self.rows}`: a dict of aux data too)
             for part in parts:
+                if isinstance(part, cst.Call) and dotted(part.func) in ("int", "bool", "float", "str", "tuple") \
+                        and len(part.args) == 1:
+                    part = part.args[0].value  # `int(self.rhs_mode)`: the field, as a Python value
                 if isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value == owner:
                     out.add(part.attr.value)
     return out
