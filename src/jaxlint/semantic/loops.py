@@ -73,7 +73,8 @@ def _literal_shape(v: cst.BaseExpression) -> Optional[str]:
 
 def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) -> bool:
     """A table of configurations written in the code: a dict, list or tuple literal, or a name bound
-    once to one at module level or in the function (`for name in SETTINGS:`, `for n, bs in configs:`)."""
+    once to one at module level or in the function (`for name in SETTINGS:`, `for n, bs in configs:`), or
+    a parameter that defaults to one and is never rebound."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
             and expr.func.attr.value in ("keys", "items", "values"):
         expr = expr.func.value
@@ -82,8 +83,13 @@ def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) ->
     if not isinstance(expr, cst.Name):
         return False
     owner = model.owner_of(expr.value, scope)
-    if owner is None or isinstance(owner, FunctionInfo) and owner.param(expr.value) is not None:
+    if owner is None:
         return False
+    p = owner.param(expr.value) if isinstance(owner, FunctionInfo) else None
+    if p is not None:
+        # `def benchmark(self, seq_lengths=[128, 256, 512])`: a sweep whose table is the default
+        return isinstance(p.default, (cst.List, cst.Tuple)) and not owner.assigned.get(expr.value) \
+            and _table(p.default)
     values = owner.assigned.get(expr.value, [])
     return len(values) == 1 and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and _table(values[0])
 
