@@ -583,7 +583,8 @@ class JitInLoop(Rule):
     Nor are passes that must compile anyway or that keep what they build: a jitted function stored
     past its pass (a table filled in a setup loop) that reads nothing changing between passes; jit
     options or a static argument that take (a value computed from) the pass's item; a loop over arrays
-    of different shapes; the item used as the index of a returned tuple; a jitted def that calls a
+    of different shapes, or over sizes (a table, or the list a parameter defaults to) the jitted function
+    is called with arrays of; the item used as the index of a returned tuple; a jitted def that calls a
     function its enclosing function builds from a factory on each call (an optimizer's update); a
     jitted def used only inside other traced functions. The item bound (by a `partial` or a closure) to a
     parameter its function declares a Python value (`block: int`, `mode: str`, in this file or another

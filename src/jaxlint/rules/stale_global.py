@@ -97,7 +97,11 @@ class StaleGlobal(Rule):
     rebinds it from fresh PRNG keys and otherwise unchanged arguments (`theta = sample(k1, n)`) is not reported.
     A use through a wrapper made anew on each pass after the rebinding (`jax.pmap(jax.vmap(train))`: the
     cache is keyed on the new object) traces afresh, and so does every pass of a loop that calls
-    `jax.clear_caches()`: neither is stale.
+    `jax.clear_caches()`: neither is stale. A name bound to different wrappers in different branches
+    (`train_fn = jax.pmap(jax.vmap(train))` in one, `train_fn = jax.pmap(train)` in the other) runs the
+    function only at the calls each binding reaches, and a call with fewer arguments than the function
+    requires traces nothing. A setter that binds the global only to a module it imports (a lazy import)
+    sets the same object every time.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
