@@ -954,7 +954,9 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             data, _err = _read(path, settings.sources)
             if data is None:
                 continue
-            results[path] = _analyse_file(path, settings, list(seeds.get(path, {}).values()) or None, data)[:2]
+            found, calls, err = _analyse_file(path, settings, list(seeds.get(path, {}).values()) or None, data)
+            if err is None:  # (an internal error keeps what the first pass found)
+                results[path] = (found, calls)
 
 
 def _drop_stale_seeds(seeds: dict[str, dict[tuple, ExternalCall]], refined: dict[str, list[ExternalCall]],
