@@ -216,12 +216,13 @@ class ProjectIndex:
                     continue
         return self._texts
 
-    def mentions(self, name: str, besides: str, importing: bool = False) -> bool:
+    def mentions(self, name: str, besides: str, importing: bool = False, called: bool = True) -> bool:
         """Whether a given file other than `besides` calls something named `name` (a setter called from a
         script): a cheap search of `name(`, not a resolution. With `importing`, only a file that also names
-        the module of `besides` (`from .driver import solve`) counts."""
+        the module of `besides` (`from .driver import solve`) counts; without `called`, any mention of the
+        name (`steps = (solve_jit, other)`) counts."""
         # (not in a comment: `# encode(batch)` is a call someone took out)
-        word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(", re.M)
+        word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + (rb"\s*\(" if called else rb"\b"), re.M)
         here = os.path.realpath(besides)
         stem = os.path.splitext(os.path.basename(here))[0]
         if stem == "__init__":
@@ -400,6 +401,7 @@ class ProjectIndex:
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               called_by_importer=lambda name: self.mentions(name, path, importing=True),
+                              named_elsewhere=lambda name: self.mentions(name, path, called=False),
                               set_elsewhere=lambda name: self.sets_global(name, path),
                               attribute_elsewhere=lambda name: self.reads_attribute(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),

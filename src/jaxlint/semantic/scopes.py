@@ -117,6 +117,8 @@ class ProjectClasses:
     # Whether another file that names this module calls something by this name (`from .driver import
     # solve`, then `solve(...)`).
     called_by_importer: "Callable[[str], bool]" = lambda name: False
+    # Whether another file mentions this name at all (outside comments).
+    named_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether another given file may set this module's global of that name (`solver.DEBUG = True`).
     set_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether another given file mentions an attribute of this name (`obj.pe`).

@@ -185,7 +185,7 @@ class _Tracer:
             return False
         alias, wrapped = aliases[0], call.args[0].value.value
         reads, calls = name_counts(m.module)
-        if reads.get(alias, 0) != 1 or m.project.mentioned_elsewhere(alias):
+        if reads.get(alias, 0) != 1 or m.project.named_elsewhere(alias):
             return False  # (its one mention is the binding)
         return calls.get(wrapped, 0) > 0 or m.project.called_by_importer(wrapped)
 

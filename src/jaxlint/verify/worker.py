@@ -56,6 +56,29 @@ def _purge_foreign(top: str, root: Optional[str]) -> None:
         del sys.modules[name]
 
 
+def _jitted_alias(tree: ast.Module, qualname: str) -> Optional[dict[str, Any]]:
+    """How a module-level `name = jax.jit(qualname, static_argnums=…)` jits a plain function of the module
+    (the caller of a helper of another file is traced that way): the transform and its literal statics."""
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Assign) else None
+        if not isinstance(call, ast.Call) or not call.args or not isinstance(call.args[0], ast.Name) \
+                or call.args[0].id != qualname:
+            continue
+        func = call.func
+        if (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else "") != "jit":
+            continue
+        found: dict[str, Any] = {"transform": "jit", "static_argnums": [], "static_argnames": []}
+        for kw in call.keywords:
+            if kw.arg in ("static_argnums", "static_argnames"):
+                try:
+                    value = ast.literal_eval(kw.value)
+                except ValueError:
+                    return None  # (statics not written out: not known)
+                found[kw.arg] = list(value) if isinstance(value, (tuple, list)) else [value]
+        return found
+    return None
+
+
 def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
                 failures: dict[str, str]) -> types.ModuleType:
     """Execute the imports and the definitions `roots` need, statement by statement, as module `name`.
@@ -151,9 +174,13 @@ class Worker(Reaching, Judging):
                 return
             sub.load()
         reached = sub.reach(caller["qualname"])
-        transform = "jit" if hasattr(reached.obj, "lower") or hasattr(reached.raw, "lower") else "call"
-        sub.verify_group({"qualname": caller["qualname"], "transform": transform, "static_argnums": [],
-                          "static_argnames": []}, findings)
+        target: dict[str, Any] = {"qualname": caller["qualname"], "transform": "call", "static_argnums": [],
+                                  "static_argnames": []}
+        if hasattr(reached.obj, "lower") or hasattr(reached.raw, "lower"):
+            target["transform"] = "jit"
+        else:
+            target.update(_jitted_alias(sub.tree, caller["qualname"]) or {})  # `step_jit = jax.jit(step)`
+        sub.verify_group(target, findings)
 
     def group(self, findings: list[dict[str, Any]]) -> tuple[dict[str, tuple[dict, list]], list[dict]]:
         groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
