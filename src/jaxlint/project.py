@@ -220,9 +220,10 @@ class ProjectIndex:
         """Whether a given file other than `besides` calls something named `name` (a setter called from a
         script): a cheap search of `name(`, not a resolution. With `importing`, only a file that also names
         the module of `besides` (`from .driver import solve`) counts; without `called`, any mention of the
-        name (`steps = (solve_jit, other)`) counts."""
+        name but a binding of its own (`steps = (solve_jit, other)`, not `solve_jit = ...`) counts."""
         # (not in a comment: `# encode(batch)` is a call someone took out)
-        word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + (rb"\s*\(" if called else rb"\b"), re.M)
+        tail = rb"\s*\(" if called else rb"\b(?!\s*=[^=])"
+        word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + tail, re.M)
         here = os.path.realpath(besides)
         stem = os.path.splitext(os.path.basename(here))[0]
         if stem == "__init__":
