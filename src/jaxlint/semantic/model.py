@@ -998,7 +998,8 @@ class ModuleModel:
 
     def static_elements(self) -> dict[str, tuple[bool, ...]]:
         """Module-level functions returning a tuple some of whose elements are Python values even when every
-        parameter is traced (`return batch_shape, total, n, payload` with the first three read from shapes):
+        parameter is traced (`return batch_shape, total, n, payload` with the first three read from shapes,
+        `return grid, True`):
         name -> one flag per element, True where the element is static."""
         out: dict[str, tuple[bool, ...]] = {}
         for name, fn in self.root.defs.items():
@@ -1010,7 +1011,7 @@ class ModuleModel:
             if not returns or not all(isinstance(r, cst.Tuple) for r in returns) \
                     or len({len(r.elements) for r in returns}) != 1:  # type: ignore[union-attr]
                 continue
-            if not any(_mentions_static_fact(el.value) or _bound_to_static_fact(fn, el.value)
+            if not any(_mentions_static_fact(el.value) or _bound_to_static_fact(fn, el.value) or _is_literal(el.value)
                        for r in returns for el in r.elements):  # type: ignore[union-attr]
                 continue  # (a filter: most tuples hold arrays only)
             flags = self.returns_given(fn, {p.name for p in fn.params})
