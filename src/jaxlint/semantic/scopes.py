@@ -414,6 +414,8 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             if can is not None and (can == {"tracer"} if how == "notracer" else
                                     const not in can if how == "is" else not can - {const}):
                 return True  # (a tracer is never `True`, `False` or `None`, and always a `Tracer`)
+            if how == "notracer" and fn.param(name) is None and _always_traced_local(fn, name):
+                return True  # `x = features.get("x")` from a traced dict: a tracer wherever it is tested
             continue
         if g.startswith(("eq:", "neq:")):
             how, _, rest = g.partition(":")
@@ -440,6 +442,18 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
     return False
+
+
+def _always_traced_local(fn: FunctionInfo, name: str) -> bool:
+    """Whether every binding of a local of a traced function binds a traced value (known once the
+    function's values are solved)."""
+    if not fn.traced or name in fn.declared_global or name in fn.declared_nonlocal \
+            or len(fn.event_traced) != len(fn.events):
+        return False
+    binds = [i for i, (target, _value, _how) in enumerate(fn.events)
+             if isinstance(target, cst.Name) and target.value == name]
+    return bool(binds) and all(name in fn.event_traced[i] for i in binds) \
+        and len(binds) == len(fn.assigned.get(name, []))
 
 
 def _through_jit(fn: FunctionInfo, name: str) -> bool:
