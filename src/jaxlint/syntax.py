@@ -378,3 +378,14 @@ def scalar_annotation(ann: cst.BaseExpression, kinds: frozenset[str] = SCALAR_TY
             rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_const(a, "None")]
             return bool(rest) and all(scalar_annotation(a, kinds, rebound) for a in rest)
     return False
+
+
+def union_members(ann: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The classes of an annotation (`A | B | None`, `Union[A, B]`, `Optional[A]`), without None."""
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        return union_members(ann.left) + union_members(ann.right)
+    if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").rpartition(".")[2] in ("Union", "Optional"):
+        return [m for el in ann.slice if isinstance(el.slice, cst.Index) for m in union_members(el.slice.value)]
+    if isinstance(ann, cst.Name) and ann.value == "None":
+        return []
+    return [ann]

@@ -28,7 +28,7 @@ from ..jaxapi import (
 )
 from ..syntax import (
     DECLARED_PYTHON, SCALAR_TYPES, _arg, _target_names, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, literal_truth, only_called, plain_annotation,
-    scalar_annotation,
+    scalar_annotation, union_members,
 )
 from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
 from .frameworks import Frameworks
@@ -1174,7 +1174,7 @@ class ModuleModel:
                      and v.args[0].value.value == obj.value) for v in s.assigned.get(obj.value, [])):
             return None
         out: list[ClassFacts] = []
-        for member in _union_members(p.annotation_expr):
+        for member in union_members(p.annotation_expr):
             facts = self._facts_named(member, s.parent or self.root)
             if facts is None or not facts.pytree or not (facts.fields or facts.static_fields):
                 return None
@@ -2179,13 +2179,3 @@ def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
     name = dotted(kind)
     return name is not None and name.rsplit(".", 1)[-1] in _TRACING_ERRORS
 
-
-def _union_members(ann: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The classes of an annotation (`A | B | None`, `Union[A, B]`, `Optional[A]`), without None."""
-    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
-        return _union_members(ann.left) + _union_members(ann.right)
-    if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").rpartition(".")[2] in ("Union", "Optional"):
-        return [m for el in ann.slice if isinstance(el.slice, cst.Index) for m in _union_members(el.slice.value)]
-    if isinstance(ann, cst.Name) and ann.value == "None":
-        return []
-    return [ann]

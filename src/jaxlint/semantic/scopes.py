@@ -193,6 +193,9 @@ class FunctionInfo(Scope):
     # traced somewhere by a transform that stages its body (jit, a `lax` loop, a caller that stages):
     # under `vmap` or `grad` alone a JAX call on Python values computes a concrete array
     staged: bool = False
+    # decorated with `jax.jit` and its static parameters known: every call passes through jit, which makes
+    # each other argument a tracer (and rejects a string)
+    jit_entry: bool = False
     transforms: set[str] = field(default_factory=set)
     traced_params: set[str] = field(default_factory=set)
     # Where traced_params come from: transforms and callers without a call site (only ever grow), and each
@@ -457,29 +460,9 @@ def _always_traced_local(fn: FunctionInfo, name: str) -> bool:
 
 
 def _through_jit(fn: FunctionInfo, name: str) -> bool:
-    """Whether `name` is a parameter of a function decorated with `jax.jit` that is not static: every call
-    goes through jit, which makes what it is given a tracer (a string it rejects with `TypeError`)."""
+    """Whether `name` is a parameter of a jitted function (`FunctionInfo.jit_entry`) that is not static."""
     p = fn.param(name)
-    if p is None or p.star or name in fn.declared_static:
-        return False
-    for d in fn.decorators:
-        e = d.decorator
-        options: list[cst.Arg] = []
-        if isinstance(e, cst.Call) and (dotted(e.func) or "").rpartition(".")[2] == "partial" and e.args:
-            e, options = e.args[0].value, list(e.args[1:])
-        elif isinstance(e, cst.Call):
-            e, options = e.func, list(e.args)
-        if dotted(e) in ("jax.jit", "jit", "jax.pjit", "pjit"):
-            # (statics written other than as literals are not known: `declared_static` may miss one)
-            return all(a.keyword is not None and not (a.keyword.value.startswith("static_")
-                                                      and not _literal_statics(a.value)) for a in options)
-    return False
-
-
-def _literal_statics(e: cst.BaseExpression) -> bool:
-    if isinstance(e, (cst.Tuple, cst.List)):
-        return all(isinstance(el.value, (cst.SimpleString, cst.Integer)) for el in e.elements)
-    return isinstance(e, (cst.SimpleString, cst.Integer))
+    return fn.jit_entry and p is not None and not p.star and name not in fn.declared_static
 
 
 _ACCESSORS = frozenset({"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"})

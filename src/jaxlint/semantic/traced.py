@@ -57,9 +57,11 @@ class _Tracer:
                 # A jitted function's static arguments are Python values inside it, whoever wraps or
                 # calls it: a tracer passed there fails at the call, before the body runs. So is an argument
                 # annotated with a plain class of the module (settings, an enum): jit refuses one at the call.
-                fn.declared_static |= static_param_names(fn, t, opts, 0, module=m) or set()
+                statics = static_param_names(fn, t, opts, 0, module=m)
+                fn.declared_static |= statics or set()
                 fn.declared_static |= {p.name for p in fn.params if p.annotation_expr is not None and not p.star
                                        and self._plain_class(p.annotation_expr, outer)}
+                fn.jit_entry = fn.jit_entry or (t.kind in ("jit", "pjit") and statics is not None)
             elif t.statics == "filter":
                 # equinox passes non-array values through: a parameter declared a Python value
                 # (`dense: Literal[False, True]`, `n: int`) stays one whoever calls the function
