@@ -204,6 +204,10 @@ CONTAINER_BASES = frozenset(
      "collections.defaultdict", "builtins.dict", "builtins.list", "builtins.tuple", "typing.NamedTuple"}
 )
 
+# Callables that bind leading positional and keyword arguments of a function: `jax.tree_util.Partial`
+# binds them as `functools.partial` does (and is a pytree besides, compared by value: caches keyed on it hit).
+PARTIALS = frozenset({"functools.partial", "jax.tree_util.Partial"})
+
 # Library names for mappings of arrays: an annotation with one of them is a Python container.
 CONTAINER_ALIASES = frozenset({"haiku.Params", "haiku.State", "haiku.MutableParams", "haiku.MutableState"})
 

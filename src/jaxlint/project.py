@@ -427,7 +427,7 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
 
 
 # Rules whose findings change when the project says a file imports nothing of it and nothing imports it.
-_ISOLATION_RULES = frozenset({"stale-global", "jit-method-self", "global-mutation"})
+_ISOLATION_RULES = frozenset({"stale-global", "jit-method-self", "global-mutation", "array-item-assignment"})
 
 
 def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..jaxapi import CONTAINER_ANNOTATIONS, CONTAINER_BASES, PYTREE_BASES, PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS
+from ..jaxapi import CONTAINER_ANNOTATIONS, CONTAINER_BASES, PARTIALS, PYTREE_BASES, PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS
 from ..syntax import (
     container_path,
     FuncNode,
@@ -746,7 +746,7 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
         expr = d.decorator
         call = expr if isinstance(expr, cst.Call) else None
         qual = model.resolve(call.func if call is not None else expr, scope)
-        if qual == "functools.partial" and call is not None and call.args:
+        if qual in PARTIALS and call is not None and call.args:
             qual = model.resolve(call.args[0].value, scope)
         if call is None and qual not in _REGISTER_CALLS and qual not in PYTREE_CLASS_DECORATORS:
             qual = _lambda_decorator(model, expr) or qual

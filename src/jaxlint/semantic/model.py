@@ -22,6 +22,7 @@ from ..jaxapi import (
     LIBRARY_STATIC_ATTRIBUTES,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
+    PARTIALS,
     TRANSFORMS,
     Transform,
     static_wrapper,
@@ -183,6 +184,50 @@ class ModuleModel:
         if t is None or t.statics != "grad":
             return None  # (most names bound to a call hold something else: ask nothing more)
         return call if self.named_grad_call(call) is not None else None
+
+    def jitted_alias(self, expr: cst.BaseExpression, scope: Scope) -> Optional[CallableRef]:
+        """What a name bound once to `jax.jit(f)` (or `jax.jit(partial(f, ...))`) of a function of this module
+        runs: its calls hand `f` their arguments, and get back what `f` returns."""
+        if not isinstance(expr, cst.Name):
+            return None
+        s = scope.function_scope() or self.root
+        while s is not None and not s.binds(expr.value):
+            s = s.parent
+        values = s.assigned.get(expr.value, []) if s is not None else []
+        if len(values) != 1 or not isinstance(values[0], cst.Call) or not self.jitted_alias_call(values[0], s):
+            return None
+        return self.resolve_callable(values[0].args[0].value, s)
+
+    def jitted_alias_call(self, call: cst.Call, scope: Scope) -> bool:
+        """`jax.jit(f)`, `jax.jit(f, static_argnums=...)`: a jit of one positional callable."""
+        if not call.args or call.args[0].keyword is not None or call.args[0].star \
+                or any(a.keyword is None for a in call.args[1:]):
+            return False
+        t = self.transforms.get(self.resolve(call.func, scope) or "")
+        return t is not None and t.statics == "jit"
+
+    def _named_partial(self, name: str, scope: Scope) -> Optional[CallableRef]:
+        """What a name bound once, in a function body or at module level, to `partial(f, ...)` of a function
+        of this module calls."""
+        s: Optional[Scope] = scope
+        while s is not None and not s.binds(name) and not (isinstance(s, FunctionInfo) and s.param(name) is not None):
+            s = s.parent
+        if s is None or isinstance(s, FunctionInfo) and s.param(name) is not None \
+                or not isinstance(s, FunctionInfo) and s is not self.root:
+            return None
+        values = s.assigned.get(name, [])
+        if len(values) != 1 or not isinstance(values[0], cst.Call) or name in s.declared_global \
+                or self.resolve(values[0].func, s) not in PARTIALS:
+            return None
+        busy = self.__dict__.setdefault("_partials_busy", set())
+        key = (id(s), name)
+        if key in busy:
+            return None  # `f = partial(f, ...)` refers to an earlier binding of the same name
+        busy.add(key)
+        try:
+            return self.resolve_callable(values[0], s)
+        finally:
+            busy.discard(key)
 
     def named_grad_call(self, call: cst.Call) -> Optional[str]:
         """The name a grad-like transform call is bound to in a function body, when that name is bound
@@ -436,8 +481,37 @@ class ModuleModel:
             body = LAX_BODIES.get(self.resolve(value.func, scope) or "")
             carry = _CARRY_INIT.get(body[0]) if body is not None else None
             init = _arg(value, *carry) if carry is not None else None
-            return init is not None and self.python_container(init, scope, busy)
+            if init is not None:
+                return self.python_container(init, scope, busy)
+            return self._hands_back_container(value, scope, busy)
         return False
+
+    def _hands_back_container(self, call: cst.Call, scope: Scope, busy: set) -> bool:
+        """`ylm = update(ylm)` with a def of this module (or a `partial` of one) that returns only its own
+        parameter, as given: the call returns the container it was handed."""
+        ref = self.resolve_callable(call.func, scope) or self.jitted_alias(call.func, scope)
+        if ref is None or ref.lead or not isinstance(ref.fn.node, cst.FunctionDef) or any(a.star for a in call.args):
+            return False
+        fn = ref.fn
+        returned = {r.value.value if isinstance(r.value, cst.Name) else None for r in _returns(fn.node.body)}
+        if len(returned) != 1 or None in returned:
+            return False
+        name = returned.pop()
+        p = fn.param(name)
+        if p is None or p.star or name in ref.bound_names or fn.assigned.get(name):
+            return False
+        positional = [q.name for q in fn.params if q.index is not None]
+        given = None
+        pos = ref.offset
+        for a in call.args:
+            if a.keyword is not None:
+                if a.keyword.value == name:
+                    given = a.value
+            elif pos < len(positional):
+                if positional[pos] == name:
+                    given = a.value
+                pos += 1
+        return given is not None and self.python_container(given, scope, busy)
 
     def static_property(self, e: cst.Attribute, scope: Scope) -> bool:
         """Whether `obj.attr` is a property of obj's class (known from `self` or an annotation naming a class
@@ -614,6 +688,9 @@ class ModuleModel:
                 grad = self._named_grad(expr.value, scope)
                 if grad is not None:  # `grad_fn(params, x, flag)`: the differentiated function, called so
                     return self.resolve_callable(grad.args[0].value, scope)
+                bound = self._named_partial(expr.value, scope)
+                if bound is not None:  # `step = partial(update, lr=0.1)`, then `step(x)` or `jax.jit(step)`
+                    return bound
             return CallableRef(fn) if fn else self.frameworks.callable_of(expr, scope, call)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             owner = expr.value.value
@@ -631,7 +708,7 @@ class ModuleModel:
                 if fn is not None and not fn.is_accessor:  # (`SAE.create(config, key)` binds a classmethod's `cls`)
                     return CallableRef(fn, offset=1) if fn.is_classmethod else CallableRef(fn)
             return self.frameworks.callable_of(expr, scope, call)
-        if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) == "functools.partial" and expr.args:
+        if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) in PARTIALS and expr.args:
             inner = self.resolve_callable(expr.args[0].value, scope)
             if inner is None:
                 return None
@@ -667,7 +744,7 @@ class ModuleModel:
             return (t, {}) if t else None
         if isinstance(expr, cst.Call):
             fq = self.resolve(expr.func, scope)
-            if fq == "functools.partial" and expr.args:
+            if fq in PARTIALS and expr.args:
                 inner = self.transform_of(expr.args[0].value, scope)
                 if inner is not None and all(a.keyword is not None for a in expr.args[1:]):
                     opts = dict(inner[1])
@@ -980,7 +1057,7 @@ class ModuleModel:
         """The arguments a call (or a `partial` of a function) gives to parameters its function declares
         Python values (`kernel(x, block=b)` with `block: int`), for a function of this module or of
         another project file."""
-        if self.resolve(call.func, scope) == "functools.partial" and call.args and call.args[0].keyword is None:
+        if self.resolve(call.func, scope) in PARTIALS and call.args and call.args[0].keyword is None:
             func, call = call.args[0].value, call.with_changes(args=call.args[1:])
         else:
             func = call.func
@@ -1392,6 +1469,73 @@ class ModuleModel:
             return None
         return fn
 
+    def unread_traced(self, value: cst.BaseExpression, fn: FunctionInfo) -> bool:
+        """Whether what `value` computes is never read where `fn` runs traced: it is bound by `t0 = value`
+        to a local whose every read sits in a call that never runs traced (`if verbose: log(t1 - t0)` with
+        every traced caller leaving `verbose` off), or flows only into locals read nowhere else."""
+        names = [name for name, values in fn.assigned.items() if any(v is value for v in values)]
+        if len(names) != 1 or isinstance(fn.node, cst.Lambda):
+            return False
+        reads = self._local_reads(fn)
+        pending, seen = [names[0]], set()
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in fn.declared_global or name in fn.declared_nonlocal or len(fn.assigned.get(name, ())) == 0:
+                return False
+            for into, call in reads.get(name, ()):
+                if into is not None:
+                    pending.append(into)  # `dt = t1 - t0`: dt's reads decide
+                elif call is None or not dead_branch(fn, self.call_guards.get(id(call), frozenset())):
+                    return False
+        return True
+
+    def _local_reads(self, fn: FunctionInfo) -> dict[str, list[tuple[Optional[str], Optional[cst.Call]]]]:
+        """Each read of a name in `fn`'s own body: the local a plain `y = ...x...` binds it into, or else
+        the innermost call around it (None for a read in no call, or in a nested def or lambda)."""
+        out: dict[str, list[tuple[Optional[str], Optional[cst.Call]]]] = {}
+
+        def walk(node: cst.CSTNode, call: Optional[cst.Call], into: Optional[str], nested: bool) -> None:
+            if isinstance(node, cst.Name):
+                out.setdefault(node.value, []).append((into, None if nested else call))
+                return
+            if isinstance(node, cst.Attribute):
+                walk(node.value, call, into, nested)
+                return
+            if isinstance(node, cst.Arg):
+                walk(node.value, call, into, nested)
+                return
+            if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and node is not fn.node:
+                nested = True
+            if isinstance(node, cst.Assign):
+                target = node.targets[0].target if len(node.targets) == 1 else None
+                bound = target.value if isinstance(target, cst.Name) and not nested else None
+                for t in node.targets:
+                    if not isinstance(t.target, cst.Name):
+                        walk(t.target, call, into, nested)
+                walk(node.value, call, bound, nested)
+                return
+            if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                target = node.target
+                if not isinstance(target, cst.Name):
+                    walk(target, call, into, nested)
+                elif isinstance(node, cst.AugAssign):
+                    out.setdefault(target.value, []).append((target.value, None))
+                if node.value is not None:
+                    walk(node.value, call, target.value if isinstance(target, cst.Name) and not nested else into, nested)
+                return
+            if isinstance(node, cst.Call):
+                call = node
+            for child in iter_children(node):
+                walk(child, call, into, nested)
+
+        body = fn.node.body if isinstance(fn.node, cst.FunctionDef) else None
+        if body is not None:
+            walk(body, None, None, False)
+        return out
+
     def _probed_none(self, fn: FunctionInfo, guards: frozenset[str]) -> bool:
         """Past `if key is None: return`, where `key = probe(x)` and `probe` is a function of this module that
         returns None when the value it converts to a Python one (`float(x[0])` in a `try`) is a tracer, as
@@ -1583,7 +1727,7 @@ class ModuleModel:
         if len(values) != 1 or not isinstance(values[0], cst.Call):
             return False
         v = values[0]
-        if self.resolve(v.func, self.root) != "functools.partial" or not v.args or v.args[0].keyword is not None:
+        if self.resolve(v.func, self.root) not in PARTIALS or not v.args or v.args[0].keyword is not None:
             return False
         return _field_is_static(self, cst.Call(func=v.args[0].value, args=v.args[1:]), self.root)
 
@@ -1833,7 +1977,7 @@ class ModuleModel:
         """Whether `expr` names a Pallas call whose callable receives refs (`pl.pallas_call`,
         `pltpu.emit_pipeline`, `pl.run_scoped`…), bare or as `functools.partial(pl.pallas_call, …)`."""
         if isinstance(expr, cst.Call):
-            if self.resolve(expr.func, scope) != "functools.partial" or not expr.args:
+            if self.resolve(expr.func, scope) not in PARTIALS or not expr.args:
                 return False
             expr = expr.args[0].value
         q = self.resolve(expr, scope)

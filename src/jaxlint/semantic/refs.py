@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..jaxapi import REF_ANNOTATIONS, REF_VIEW_METHODS
+from ..jaxapi import PARTIALS, REF_ANNOTATIONS, REF_VIEW_METHODS
 from ..syntax import _arg
 from .scopes import FunctionInfo, Scope
 from .traced import ArgInfo, ExternalCall, _map_args, external_target
@@ -130,7 +130,7 @@ class _Refs:
             for call, scope, _loop in m.all_calls:
                 args = list(call.args)
                 func: cst.BaseExpression = call.func
-                if m.resolve(func, scope) == "functools.partial" and args and not args[0].star:
+                if m.resolve(func, scope) in PARTIALS and args and not args[0].star:
                     func, args = args[0].value, args[1:]  # partial(kernel, scratch=scratch_ref)
                 if not any(not a.star and self.holds_ref(a.value, scope) for a in args):
                     continue

@@ -13,6 +13,7 @@ from ..jaxapi import (
     CALLBACKS,
     LAX_BODIES,
     NON_ARRAY_ANNOTATIONS,
+    PARTIALS,
     SHAPE_ARGS,
     SHAPE_METHODS,
     TREE_MAPS,
@@ -85,7 +86,7 @@ class _Tracer:
                 continue
             fn.trace_sites.add((fn.parent or m.root, -1))  # traced wherever it is called
             self.seed(fn, t, opts, offset=0, bound=frozenset(), abstract=t.abstract, site_fn=None, inner=inner,
-                      container_site=_ARGS_ELSEWHERE if _only_loop_body(fn, m) else None)
+                      container_site=_ARGS_ELSEWHERE if _only_loop_body(fn, m) or _calls_all_known(fn, m) else None)
         self.seed_calls()
         self.settle()
         late = [d for d in deferred if not d[0].traced]  # its function is not traced: arrays from anywhere
@@ -100,7 +101,7 @@ class _Tracer:
             # (again where call sites fix a flag: bindings in an arm no traced call takes do not count)
             if fn.traced and (not fn.traced_names or fn.flags or fn.idents or fn.passed or fn.left_none):
                 Values(m, fn).solve()
-        solve_containers(m.functions)
+        solve_containers(m.functions, m)
         self.complete_roots()
 
     def settle(self) -> None:
@@ -252,13 +253,17 @@ class _Tracer:
                               site_fn=None, cached=site_cached, outer=outer, lead=ref.lead,
                               application=application, outer_opts=outer_opts,
                               bound_values=_bound_idents(fexpr, scope.function_scope()),
-                              left_out=self._left_out_by_alias(call, scope, ref) if application is None else None)
+                              left_out=self._left_out_by_alias(call, scope, ref) if application is None else None,
+                              container_site=_ARGS_ELSEWHERE if application is None and got.statics == "jit"
+                              and _calls_all_known(ref.fn, m) else None)
                     if site_fn is not None and site_fn.traced:
                         # `jax.vmap(partial(apply, params))(xs)` in traced code: what the partial binds
                         # is a value of the enclosing trace, a tracer where it is one there
                         bound, trees = _partial_bound_traced(m, fexpr, ref.fn, site_fn)
                         if bound:
-                            self.mark(ref.fn, bound, site_fn.abstract, site_fn.cached, "helper", site_fn, trees)
+                            # (which parameters hold containers is the transform's seed's to say)
+                            self.mark(ref.fn, bound, site_fn.abstract, site_fn.cached, "helper", site_fn, trees,
+                                      container_site=_ARGS_ELSEWHERE)
             return
         if qual is None:
             return
@@ -842,7 +847,7 @@ def _partial_bound_traced(m: ModuleModel, fexpr: cst.BaseExpression, fn: Functio
                           site_fn: FunctionInfo) -> tuple[set[str], set[str]]:
     """The parameters of `fn` that `partial(fn, a, b=c)` (nested partials too) binds to a value traced in
     `site_fn`, the traced function the partial is made in; and those of them bound to a pytree."""
-    if not isinstance(fexpr, cst.Call) or m.resolve(fexpr.func, site_fn) != "functools.partial" or not fexpr.args:
+    if not isinstance(fexpr, cst.Call) or m.resolve(fexpr.func, site_fn) not in PARTIALS or not fexpr.args:
         return set(), set()
     inner = fexpr.args[0].value
     out, trees = _partial_bound_traced(m, inner, fn, site_fn)
@@ -878,7 +883,7 @@ def _bound_idents(fexpr: cst.BaseExpression, fn: Optional[FunctionInfo]
     return fn, out
 
 
-def solve_containers(functions: list[FunctionInfo]) -> None:
+def solve_containers(functions: list[FunctionInfo], m: Optional["ModuleModel"] = None) -> None:
     """Parameters that every traced call site fills with a Python container (`state = {...}` passed on,
     a parameter annotated `hk.Params`): `if params:` on them tests emptiness."""
     # To a fixed point: a caller's own parameter passed on (`lambda i, v: helper(i, v)` as the body of a
@@ -886,7 +891,9 @@ def solve_containers(functions: list[FunctionInfo]) -> None:
     for _ in range(4):
         changed = False
         for f in functions:
-            sites = list(f.flag_sites.values()) + [(None, *s) for s in f.container_sites.values()]
+            # (a call a traced caller makes is known from that caller, whose own containers carry over)
+            sites = list(f.flag_sites.values()) + [(None, *s) for k, s in f.container_sites.items()
+                                                    if k not in f.flag_sites]
             if not f.traced or not sites or f.containers_open:
                 continue  # traced from somewhere whose arguments are not known (a decorator, a body)
             common: Optional[set[str]] = None
@@ -894,6 +901,13 @@ def solve_containers(functions: list[FunctionInfo]) -> None:
                 site = _site_containers(f, offset, bound, args, caller)
                 common = site if common is None else common & site
             found = (common or set()) - set(f.assigned)
+            if m is not None and common and common & set(f.assigned):
+                # `state = update(state)` with `update` handing back the container it is given: still one
+                kept = f.container_names
+                f.container_names = kept | common
+                found |= {n for n in common & set(f.assigned)
+                          if all(v is not None and m.python_container(v, f) for v in f.assigned[n])}
+                f.container_names = kept
             if found != f.site_containers:
                 changed = True
                 f.site_containers = found
@@ -1319,7 +1333,7 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
 
 def _makes_function(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
     """A lambda, or a `functools.partial` of something: a function, not an array."""
-    return isinstance(e, cst.Lambda) or (isinstance(e, cst.Call) and _qualified(fn, e.func) == "functools.partial")
+    return isinstance(e, cst.Lambda) or (isinstance(e, cst.Call) and _qualified(fn, e.func) in PARTIALS)
 
 
 def _only_tested(fn: FunctionInfo, name: str) -> bool:
@@ -1387,7 +1401,7 @@ def _passed_as_python(fn: FunctionInfo, call: cst.Call, q: str, name: str, depth
     args = list(call.args)
     target = None
     offset = 0
-    if q == "functools.partial" and args:
+    if q in PARTIALS and args:
         target, args = _def_named(fn, args[0].value), args[1:]
     else:
         target, offset = _callee_def(fn, call.func)
@@ -1433,7 +1447,7 @@ def _callee_def(fn: FunctionInfo, func: cst.BaseExpression) -> tuple[Optional[Fu
     head = _def_named(fn, made.args[0].value)
     if head is None:
         return None, 0
-    if _qualified(fn, made.func) == "functools.partial":
+    if _qualified(fn, made.func) in PARTIALS:
         return head, sum(1 for a in made.args[1:] if a.keyword is None and not a.star)
     return (head, 0) if len(made.args) == 1 else (None, 0)
 
@@ -1571,6 +1585,67 @@ def _only_loop_body(fn: FunctionInfo, m: ModuleModel) -> bool:
             handed += sum(1 for a in call.args if isinstance(a.value, cst.Name) and a.value.value == fn.name)
     reads = sum(1 for n in descendants(outer.node) if isinstance(n, cst.Name) and n.value == fn.name)
     return handed > 0 and reads == handed + 1  # the def's own name, and each use a loop body
+
+
+def _calls_all_known(fn: FunctionInfo, m: ModuleModel) -> bool:
+    """A decorated def (`@jax.jit def update(i, state)`) that its module only calls, or hands to loop
+    primitives or to a `partial` bound to a name used the same way, and that no other file names: its calls
+    say what it is given. Their arguments are recorded as the sites that say which parameters hold Python
+    containers (`update(i, {"a": a})`)."""
+    memo = m.__dict__.setdefault("_calls_known", {})
+    if id(fn) not in memo:
+        memo[id(fn)] = _find_all_calls(fn, m)
+    return memo[id(fn)]
+
+
+def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
+    owner = fn.parent or m.root
+    if owner is m.root and (m.project is None or m.project.named_elsewhere(fn.name) or "__all__" in m.root.assigned):
+        return False  # (linted alone, or exported: any caller could pass anything)
+    if not isinstance(owner, (FunctionInfo,)) and owner is not m.root or len(owner.def_history.get(fn.name, [])) > 1:
+        return False
+    reads, _calls = name_counts(owner.node if isinstance(owner, FunctionInfo) else m.module)
+    sites: dict[int, tuple] = {}
+    aliases: dict[str, CallableRef] = {fn.name: CallableRef(fn)}
+    wrapped = {id(call.args[0].value): call for call, scope, _loop in m.all_calls
+               if call.args and isinstance(call.args[0].value, cst.Call) and m.jitted_alias_call(call, scope)}
+    for call, scope, _loop in m.all_calls:
+        if m.resolve(call.func, scope) in PARTIALS and call.args and isinstance(call.args[0].value, cst.Name) \
+                and call.args[0].value.value == fn.name and m.lookup_function(fn.name, scope) is fn:
+            held = wrapped.get(id(call), call)  # `jax.jit(partial(f, n))` bound to a name: the same calls
+            bound = [n for n, values in scope.assigned.items() if any(v is held for v in values)] \
+                if isinstance(scope, FunctionInfo) or scope is m.root else []
+            ref = m.resolve_callable(call, scope)
+            if len(bound) != 1 or ref is None or ref.fn is not fn:
+                return False
+            aliases[bound[0]] = ref
+    used = dict.fromkeys(aliases, 0)
+    for call, scope, _loop in m.all_calls:
+        for name, ref in aliases.items():
+            func = call.func
+            if isinstance(func, cst.Name) and func.value == name \
+                    and (m.resolve_callable(func, scope) or m.jitted_alias(func, scope) or ref).fn is fn:
+                if any(a.star for a in call.args):
+                    return False
+                used[name] += 1
+                args = [dataclasses.replace(info, container=True) if not info.container
+                        and m.python_container(a.value, scope) else info
+                        for info, a in zip(_arg_infos(call, scope.function_scope(), None), call.args)]
+                sites[id(call)] = (ref.offset, ref.bound_names, tuple(args))
+                continue
+            if LAX_BODIES.get(m.resolve(func, scope) or "") is not None:
+                used[name] += sum(1 for a in call.args if isinstance(a.value, cst.Name) and a.value.value == name)
+    if not any(used.values()):
+        return False
+    for name in aliases:
+        # every mention of the name is a call or a handoff counted above (and its own binding)
+        mentions = reads.get(name, 0) if name == fn.name or isinstance(fn.parent, FunctionInfo) \
+            else name_counts(m.module)[0].get(name, 0)
+        made = sum(1 for other in aliases if other != fn.name) if name == fn.name else 0
+        if mentions != used[name] + 1 + made:
+            return False
+    fn.container_sites.update(sites)
+    return True
 
 
 # Where a loop primitive takes its initial carry, and where its body receives it: (argument position,
