@@ -1285,7 +1285,7 @@ class ModuleModel:
         finally:
             self._calls_busy.discard(id(call))
         params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
-        return self.returns_given(helper, params)
+        return self.returns_given(helper, params, eager=values._unstaged())
 
     def _method_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
         """`model.dofs()` on a parameter annotated with a class of this module (or on `self`): what the
@@ -1403,9 +1403,11 @@ class ModuleModel:
         return self.project.lookup(qual)
 
     def returns_given(self, helper: "FunctionInfo", params: set[str],
-                      pytrees: frozenset[str] | set[str] = frozenset()) -> Optional[list[bool]]:
+                      pytrees: frozenset[str] | set[str] = frozenset(), eager: bool = False) -> Optional[list[bool]]:
         """What a traced function returns when only `params` receive tracers: one flag per element when
-        every `return` gives a tuple of the same length, else a single flag (None while recursing)."""
+        every `return` gives a tuple of the same length, else a single flag (None while recursing). `eager`:
+        called from code that `vmap` or `grad` alone traces, where nothing is staged and JAX calls on Python
+        values compute concrete arrays, wherever else the helper is also called from."""
         node = helper.node
         if not isinstance(node, (cst.Lambda, cst.FunctionDef)):
             return None
@@ -1416,7 +1418,8 @@ class ModuleModel:
         params = params - helper.declared_static
         if helper.target is not None and helper.target.transform != "helper":
             params = set(helper.traced_params)  # traced by a transform of its own: its parameters are traced
-        key = (id(helper), frozenset(params), frozenset(pytrees))
+        eager = eager and helper.target is not None and helper.target.transform == "helper"
+        key = (id(helper), frozenset(params), frozenset(pytrees), eager)
         if key in self._site_returns:
             return self._site_returns[key]
         if id(helper) in self._returns_busy:
@@ -1426,6 +1429,8 @@ class ModuleModel:
             site = copy.copy(helper)  # the same function, with only these traced parameters
             site.traced_params = params
             site.pytree_params = (helper.pytree_params | set(pytrees)) & params
+            if eager:
+                site.staged, site.cached, site.transforms = False, False, {"helper"}
             Values(self, site).solve()
             inner = Values(self, site)
             tuples = [x for x in exprs if isinstance(x, cst.Tuple)

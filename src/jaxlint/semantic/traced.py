@@ -692,6 +692,8 @@ class _Tracer:
             fn = external_target(m, ext)
             if fn is None:
                 continue
+            if not ext.abstract and self._custom_derivative(fn):
+                continue  # under grad alone a custom_vjp/custom_jvp function's rule gets the concrete primals
             # Across files an argument makes its parameter traced when it is evidently an array, or is a
             # parameter the caller's transform fills (`jax.jit(step)` handing `x` on): other traced objects
             # (dicts built from a trace, `**kwargs`) mostly carry configuration and metadata. As the
