@@ -1606,37 +1606,33 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
         return False  # (linted alone, or exported: any caller could pass anything)
     if not isinstance(owner, (FunctionInfo,)) and owner is not m.root or len(owner.def_history.get(fn.name, [])) > 1:
         return False
+    index = _call_index(m)
     reads, _calls = name_counts(owner.node if isinstance(owner, FunctionInfo) else m.module)
     sites: dict[int, tuple] = {}
     aliases: dict[str, CallableRef] = {fn.name: CallableRef(fn)}
-    wrapped = {id(call.args[0].value): call for call, scope, _loop in m.all_calls
-               if call.args and isinstance(call.args[0].value, cst.Call) and m.jitted_alias_call(call, scope)}
-    for call, scope, _loop in m.all_calls:
-        if m.resolve(call.func, scope) in PARTIALS and call.args and isinstance(call.args[0].value, cst.Name) \
-                and call.args[0].value.value == fn.name and m.lookup_function(fn.name, scope) is fn:
-            held = wrapped.get(id(call), call)  # `jax.jit(partial(f, n))` bound to a name: the same calls
-            bound = [n for n, values in scope.assigned.items() if any(v is held for v in values)] \
-                if isinstance(scope, FunctionInfo) or scope is m.root else []
-            ref = m.resolve_callable(call, scope)
-            if len(bound) != 1 or ref is None or ref.fn is not fn:
-                return False
-            aliases[bound[0]] = ref
+    for call, scope in index.partials.get(fn.name, ()):
+        if m.lookup_function(fn.name, scope) is not fn:
+            continue
+        held = index.wrapped.get(id(call), call)  # `jax.jit(partial(f, n))` bound to a name: the same calls
+        bound = [n for n, values in scope.assigned.items() if any(v is held for v in values)] \
+            if isinstance(scope, FunctionInfo) or scope is m.root else []
+        ref = m.resolve_callable(call, scope)
+        if len(bound) != 1 or ref is None or ref.fn is not fn:
+            return False
+        aliases[bound[0]] = ref
     used = dict.fromkeys(aliases, 0)
-    for call, scope, _loop in m.all_calls:
-        for name, ref in aliases.items():
-            func = call.func
-            if isinstance(func, cst.Name) and func.value == name \
-                    and (m.resolve_callable(func, scope) or m.jitted_alias(func, scope) or ref).fn is fn:
-                if any(a.star for a in call.args):
-                    return False
-                used[name] += 1
-                args = [dataclasses.replace(info, container=True) if not info.container
-                        and m.python_container(a.value, scope) else info
-                        for info, a in zip(_arg_infos(call, scope.function_scope(), None), call.args)]
-                sites[id(call)] = (ref.offset, ref.bound_names, tuple(args))
+    for name, ref in aliases.items():
+        for call, scope in index.named.get(name, ()):
+            if (m.resolve_callable(call.func, scope) or m.jitted_alias(call.func, scope) or ref).fn is not fn:
                 continue
-            if LAX_BODIES.get(m.resolve(func, scope) or "") is not None:
-                used[name] += sum(1 for a in call.args if isinstance(a.value, cst.Name) and a.value.value == name)
+            if any(a.star for a in call.args):
+                return False
+            used[name] += 1
+            args = [dataclasses.replace(info, container=True) if not info.container
+                    and m.python_container(a.value, scope) else info
+                    for info, a in zip(_arg_infos(call, scope.function_scope(), None), call.args)]
+            sites[id(call)] = (ref.offset, ref.bound_names, tuple(args))
+        used[name] += index.handoffs.get(name, 0)
     if not any(used.values()):
         return False
     for name in aliases:
@@ -1648,6 +1644,42 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
             return False
     fn.container_sites.update(sites)
     return True
+
+
+@dataclass
+class _CallIndex:
+    """A module's calls by the bare name they call, the `partial`s of a bare name, how often each name is
+    handed to a loop primitive, and the `jax.jit(...)` call around a call it wraps."""
+
+    named: dict[str, list[tuple[cst.Call, Scope]]]
+    partials: dict[str, list[tuple[cst.Call, Scope]]]
+    handoffs: dict[str, int]
+    wrapped: dict[int, cst.Call]
+
+
+def _call_index(m: ModuleModel) -> _CallIndex:
+    index = m.__dict__.get("_call_index")
+    if index is not None:
+        return index
+    index = _CallIndex({}, {}, {}, {})
+    for call, scope, _loop in m.all_calls:
+        func = call.func
+        if isinstance(func, cst.Name):
+            index.named.setdefault(func.value, []).append((call, scope))
+        if not call.args:
+            continue
+        first = call.args[0].value
+        qual = m.resolve(func, scope) or ""
+        if qual in PARTIALS and isinstance(first, cst.Name):
+            index.partials.setdefault(first.value, []).append((call, scope))
+        if qual in LAX_BODIES:
+            for a in call.args:
+                if isinstance(a.value, cst.Name):
+                    index.handoffs[a.value.value] = index.handoffs.get(a.value.value, 0) + 1
+        if isinstance(first, cst.Call) and m.jitted_alias_call(call, scope):
+            index.wrapped[id(first)] = call
+    m.__dict__["_call_index"] = index
+    return index
 
 
 # Where a loop primitive takes its initial carry, and where its body receives it: (argument position,
