@@ -44,6 +44,8 @@ from .values import Values, flax_collections
 # NumPy's array types.
 _NUMPY_ARRAYS = frozenset({"numpy.ndarray", "numpy.typing.NDArray", "numpy.typing.ArrayLike"})
 # Packages whose classes jaxlint knows (what is a pytree, a model module, a plain object).
+# Library array annotations that admit NumPy arrays as well as JAX ones.
+_LIBRARY_NUMPY_ALIASES = frozenset({"chex.Array", "chex.ArrayNumpy", "jax.typing.ArrayLike"})
 _KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "haiku", "optax", "chex"})
 
 
@@ -1040,6 +1042,8 @@ class ModuleModel:
         if isinstance(ann, cst.Name) and self.owner_of(ann.value, scope) is self.root and ann.value in self.root.assigned:
             return ann.value in self.numpy_aliases()
         qual = self.resolve(ann, scope)
+        if qual in _LIBRARY_NUMPY_ALIASES:
+            return True  # `chex.Array` is a union with `np.ndarray` in it
         return qual is not None and self.project is not None and self.project.numpy_alias(qual)
 
     def python_parameters(self) -> dict[str, tuple[tuple[str, Optional[int]], ...]]:
