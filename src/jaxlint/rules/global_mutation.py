@@ -124,6 +124,26 @@ def _consumed_by_own_method(target: cst.Attribute, owner: Scope, where: Where) -
 
 
 
+def _balanced_in_try(call: cst.Call, method: str, receiver: cst.BaseExpression, fn: FunctionInfo) -> bool:
+    """Whether `call` is a `receiver.append(...)` in the body of a `try` of `fn` whose `finally` pops the same
+    receiver, or that `pop` itself: a stack pushed and popped around the traced code is left as it was."""
+    if method not in ("append", "pop"):
+        return False
+    shown = code_of(receiver)
+
+    def calls(block: cst.CSTNode, name: str) -> bool:
+        return any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == name
+                   and code_of(c.func.value) == shown for c in descendants(block))
+
+    for node in descendants(fn.node):
+        if isinstance(node, cst.Try) and node.finalbody is not None:
+            if method == "append" and contains(node.body, call) and calls(node.finalbody, "pop"):
+                return True
+            if method == "pop" and contains(node.finalbody, call) and calls(node.body, "append"):
+                return True
+    return False
+
+
 def _block(node: cst.BaseSuite) -> list[cst.CSTNode]:
     return list(node.body) if isinstance(node, cst.IndentedBlock) else [node]
 
@@ -620,6 +640,8 @@ class GlobalMutation(Rule):
             return  # known containers are checked from visit_Call, the others from visit_Expr
         if self._scratch(root.value, owner, values, where):
             return
+        if _balanced_in_try(node, method, func.value, fn):
+            return  # `stack.append(ctx)` in a `try` whose `finally` pops it: a scope, balanced in the same trace
         kind = "module-level" if owner is where.model.root else "closed-over"
         self._flag(node, f"Mutating {kind} `{root.value}` with `.{method}()`", where,
                    _subject(root.value, "module" if owner is where.model.root else "closure", func.value))
