@@ -490,7 +490,8 @@ class ModuleModel:
 
     def _hands_back_container(self, call: cst.Call, scope: Scope, busy: set) -> bool:
         """`ylm = update(ylm)` with a def of this module (or a `partial` of one) that returns only its own
-        parameter, as given: the call returns the container it was handed."""
+        parameter, as given: the call returns the container it was handed; or that returns only a local
+        holding a container (`alm = {...}; return alm`)."""
         ref = self.resolve_callable(call.func, scope) or self.jitted_alias(call.func, scope)
         if ref is None or ref.lead or not isinstance(ref.fn.node, cst.FunctionDef) or any(a.star for a in call.args):
             return False
@@ -500,6 +501,8 @@ class ModuleModel:
             return False
         name = returned.pop()
         p = fn.param(name)
+        if p is None and fn.assigned.get(name):
+            return self.python_container(cst.Name(name), fn, busy)  # `alm = {...}; ...; return alm`
         if p is None or p.star or name in ref.bound_names or fn.assigned.get(name):
             return False
         positional = [q.name for q in fn.params if q.index is not None]

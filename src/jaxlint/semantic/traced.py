@@ -1607,9 +1607,9 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
     if not isinstance(owner, (FunctionInfo,)) and owner is not m.root or len(owner.def_history.get(fn.name, [])) > 1:
         return False
     index = _call_index(m)
-    reads, _calls = name_counts(owner.node if isinstance(owner, FunctionInfo) else m.module)
     sites: dict[int, tuple] = {}
     aliases: dict[str, CallableRef] = {fn.name: CallableRef(fn)}
+    homes: dict[str, Scope] = {fn.name: owner}
     for call, scope in index.partials.get(fn.name, ()):
         if m.lookup_function(fn.name, scope) is not fn:
             continue
@@ -1620,9 +1620,12 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
         if len(bound) != 1 or ref is None or ref.fn is not fn:
             return False
         aliases[bound[0]] = ref
+        homes[bound[0]] = scope
     used = dict.fromkeys(aliases, 0)
     for name, ref in aliases.items():
         for call, scope in index.named.get(name, ()):
+            if m.owner_of(name, scope) is not homes[name]:
+                continue  # another binding of the name
             if (m.resolve_callable(call.func, scope) or m.jitted_alias(call.func, scope) or ref).fn is not fn:
                 continue
             if any(a.star for a in call.args):
@@ -1632,13 +1635,13 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
                     and m.python_container(a.value, scope) else info
                     for info, a in zip(_arg_infos(call, scope.function_scope(), None), call.args)]
             sites[id(call)] = (ref.offset, ref.bound_names, tuple(args))
-        used[name] += index.handoffs.get(name, 0)
+        used[name] += sum(1 for scope in index.handoffs.get(name, ()) if m.owner_of(name, scope) is homes[name])
     if not any(used.values()):
         return False
     for name in aliases:
-        # every mention of the name is a call or a handoff counted above (and its own binding)
-        mentions = reads.get(name, 0) if name == fn.name or isinstance(fn.parent, FunctionInfo) \
-            else name_counts(m.module)[0].get(name, 0)
+        # every mention of the name where it is bound is a call or a handoff counted above (and its binding)
+        home = homes[name]
+        mentions = name_counts(home.node if isinstance(home, FunctionInfo) else m.module)[0].get(name, 0)
         made = sum(1 for other in aliases if other != fn.name) if name == fn.name else 0
         if mentions != used[name] + 1 + made:
             return False
@@ -1653,7 +1656,7 @@ class _CallIndex:
 
     named: dict[str, list[tuple[cst.Call, Scope]]]
     partials: dict[str, list[tuple[cst.Call, Scope]]]
-    handoffs: dict[str, int]
+    handoffs: dict[str, list[Scope]]  # one entry per argument naming it
     wrapped: dict[int, cst.Call]
 
 
@@ -1675,7 +1678,7 @@ def _call_index(m: ModuleModel) -> _CallIndex:
         if qual in LAX_BODIES:
             for a in call.args:
                 if isinstance(a.value, cst.Name):
-                    index.handoffs[a.value.value] = index.handoffs.get(a.value.value, 0) + 1
+                    index.handoffs.setdefault(a.value.value, []).append(scope)
         if isinstance(first, cst.Call) and m.jitted_alias_call(call, scope):
             index.wrapped[id(first)] = call
     m.__dict__["_call_index"] = index
