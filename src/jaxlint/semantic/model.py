@@ -719,14 +719,38 @@ class ModuleModel:
                 return None
             positional = sum(1 for a in expr.args[1:] if a.keyword is None and not a.star)
             keywords = frozenset(a.keyword.value for a in expr.args[1:] if a.keyword is not None)
-            if any(a.star == "**" for a in expr.args[1:]):
-                # `partial(kernel, **options)`: the keyword-only parameters are what such a splat is for
-                # (a positional caller of the partial cannot reach them), so they count as bound
-                keywords |= {p.name for p in inner.fn.params if p.index is None and not p.star}
+            for a in expr.args[1:]:
+                if a.star != "**":
+                    continue
+                spread = self.dict_keys(a.value, scope)
+                if spread is not None:
+                    keywords |= spread  # `common = dict(spec=spec, repred=True)`, then `partial(step, **common)`
+                else:
+                    # `partial(kernel, **options)`: the keyword-only parameters are what such a splat is for
+                    # (a positional caller of the partial cannot reach them), so they count as bound
+                    keywords |= {p.name for p in inner.fn.params if p.index is None and not p.star}
             taken = min(positional, inner.lead)  # partial(model.apply, variables) binds the leading ones first
             return CallableRef(inner.fn, inner.offset + positional - taken, inner.bound_names | keywords,
                                inner.lead - taken, inner.receiver)
         return self.frameworks.callable_of(expr, scope, call)
+
+    def dict_keys(self, expr: cst.BaseExpression, scope: Scope) -> Optional[frozenset[str]]:
+        """The keys of a mapping spread with `**expr`, when `expr` is a name bound once to `dict(a=..., b=...)`
+        or to a display with string keys (keys a later `options["c"] = ...` adds are not seen)."""
+        if not isinstance(expr, cst.Name):
+            return None
+        owner = self.owner_of(expr.value, scope)
+        values = owner.assigned.get(expr.value, []) if owner is not None else []
+        if len(values) != 1 or values[0] is None:
+            return None
+        value = values[0]
+        if isinstance(value, cst.Call) and self.resolve(value.func, owner) == "builtins.dict" \
+                and all(a.keyword is not None for a in value.args):
+            return frozenset(a.keyword.value for a in value.args)
+        if isinstance(value, cst.Dict) and all(isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+                                               for el in value.elements):
+            return frozenset(el.key.evaluated_value for el in value.elements)
+        return None
 
     def dispatched(self, fn: FunctionInfo) -> bool:
         """A def of a name defined more than once in its scope under a multiple-dispatch decorator
