@@ -1604,8 +1604,8 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
     owner = fn.parent or m.root
     if owner is m.root and (m.project is None or m.project.named_elsewhere(fn.name) or "__all__" in m.root.assigned):
         return False  # (linted alone, or exported: any caller could pass anything)
-    if not isinstance(owner, (FunctionInfo,)) and owner is not m.root or len(owner.def_history.get(fn.name, [])) > 1:
-        return False
+    if (not isinstance(owner, FunctionInfo) and owner is not m.root) or len(owner.def_history.get(fn.name, [])) > 1:
+        return False  # (a method, or a name defined twice)
     index = _call_index(m)
     sites: dict[int, tuple] = {}
     aliases: dict[str, CallableRef] = {fn.name: CallableRef(fn)}
