@@ -731,6 +731,13 @@ class JitInLoop(Rule):
         if isinstance(callable_, cst.Attribute) and isinstance(callable_.value, cst.Name) \
                 and callable_.value.value in _names_in(loop.node.target):
             return True  # `for name, env in envs.items(): jax.jit(env.step)`: a method of each item
+        if isinstance(callable_, cst.Lambda):
+            # `lambda t, impl=fn: impl(nu, t)` over `for name, fn in kernels.items()`: it calls the item it binds
+            items = _names_in(loop.node.target)
+            called = {c.func.value for c in descendants(callable_.body)
+                      if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
+            return any(isinstance(p.default, cst.Name) and p.default.value in items and p.name.value in called
+                       for p in list(callable_.params.params) + list(callable_.params.kwonly_params))
         if not isinstance(callable_, cst.Name):
             return False
         if callable_.value in _names_in(loop.node.target):
