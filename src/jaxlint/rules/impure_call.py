@@ -45,7 +45,9 @@ class ImpureCall(Rule):
     ## Known limitations
     Under `vmap` or `grad` alone the function runs on every call, so these calls are not flagged there.
     Seeding the host generator (`np.random.seed(0)`, `random.seed(0)`) returns nothing the trace could
-    keep; the draws after it are flagged, not the seeding.
+    keep; the draws after it are flagged, not the seeding. A clock read into a local that only code never
+    running traced reads (`if verbose: log(t1 - t0)` with every traced caller leaving `verbose` off) bakes
+    nothing in and is not flagged.
     Settings read from the environment (`os.environ`, `os.getenv`) are not flagged: they are fixed for
     the process by convention, and code reads them while tracing on purpose (a kernel's interpret mode,
     a debug switch); a setting changed between two calls of a compiled function would go unnoticed.
