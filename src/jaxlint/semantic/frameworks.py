@@ -435,10 +435,10 @@ class Frameworks:
             if meth in ("apply", "init"):
                 haiku = self._haiku_function(expr.value, scope)
                 if haiku is not None:
-                    fn, lead = haiku
+                    fn, lead, bound = haiku
                     if meth == "init":
                         lead = 1
-                    return CallableRef(fn, 0, lead=lead)
+                    return CallableRef(fn, 0, bound, lead=lead)
             cls = self.instance_class(expr.value, scope)
             if cls is None:
                 return None
@@ -466,19 +466,22 @@ class Frameworks:
                     self._apply_fns.append((value, scope))
         return self._apply_fns
 
-    def _haiku_function(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0) -> Optional[tuple["FunctionInfo", int]]:
-        """`hk.transform(f)` (or a name bound to it, or `@hk.transform def f`): f and the number of leading
-        `.apply` arguments (params, [state,] rng) f does not receive."""
+    def _haiku_function(self, expr: cst.BaseExpression, scope: "Scope", depth: int = 0
+                        ) -> Optional[tuple["FunctionInfo", int, frozenset[str]]]:
+        """`hk.transform(f)` (or a name bound to it, or `@hk.transform def f`): f, the number of leading
+        `.apply` arguments (params, [state,] rng) f does not receive, and the parameters a `partial` given
+        to the transform binds by keyword."""
         if depth > 4:
             return None
         if isinstance(expr, cst.Call) and expr.args:
             qual = self.m.resolve(expr.func, scope)
             if qual == HAIKU_WITHOUT_RNG:
                 inner = self._haiku_function(expr.args[0].value, scope, depth + 1)
-                return (inner[0], inner[1] - 1) if inner is not None else None
+                return (inner[0], inner[1] - 1, inner[2]) if inner is not None else None
             if qual in HAIKU_TRANSFORMS:
                 ref = self.m.resolve_callable(expr.args[0].value, scope)
-                return (ref.fn, HAIKU_TRANSFORMS[qual]) if ref is not None and ref.offset == 0 else None
+                return (ref.fn, HAIKU_TRANSFORMS[qual], frozenset(ref.bound_names)) \
+                    if ref is not None and ref.offset == 0 else None
             return None
         if isinstance(expr, cst.Name):
             fn = self.m.lookup_function(expr.value, scope)
@@ -486,7 +489,7 @@ class Frameworks:
                 for d in fn.decorators:
                     qual = self.m.resolve(d.decorator, fn.parent or self.m.root)
                     if qual in HAIKU_TRANSFORMS:
-                        return fn, HAIKU_TRANSFORMS[qual]
+                        return fn, HAIKU_TRANSFORMS[qual], frozenset()
                 return None
             owner = self.m.owner_of(expr.value, scope)
             bound = owner.assigned.get(expr.value, []) if owner is not None else []
