@@ -169,19 +169,27 @@ class ModuleModel:
             s = s.parent
         return None
 
-    def _named_grad(self, name: str, scope: Scope) -> Optional[cst.Call]:
-        """The `jax.grad(f)`/`jax.value_and_grad(f, ...)` call a function-local name is bound to, once, when
-        the name is only ever called (never passed on): its calls give `f` its arguments."""
+    def _bound_once_to_call(self, name: str, scope: Scope) -> Optional[tuple[Scope, cst.Call]]:
+        """The scope (a function's or the module's) that binds `name`, as seen from `scope`, and the call it
+        binds it to, when that is its only binding (not a parameter, not a class attribute)."""
         s: Optional[Scope] = scope
         while s is not None and not s.binds(name) and not (isinstance(s, FunctionInfo) and s.param(name) is not None):
             s = s.parent
         if s is None or isinstance(s, FunctionInfo) and s.param(name) is not None \
-                or not isinstance(s, FunctionInfo) and s is not self.root:
+                or not isinstance(s, FunctionInfo) and s is not self.root or name in s.declared_global:
             return None
         values = s.assigned.get(name, [])
         if len(values) != 1 or not isinstance(values[0], cst.Call):
             return None
-        call = values[0]
+        return s, values[0]
+
+    def _named_grad(self, name: str, scope: Scope) -> Optional[cst.Call]:
+        """The `jax.grad(f)`/`jax.value_and_grad(f, ...)` call a function-local name is bound to, once, when
+        the name is only ever called (never passed on): its calls give `f` its arguments."""
+        bound = self._bound_once_to_call(name, scope)
+        if bound is None:
+            return None
+        s, call = bound
         t = self.transforms.get(self.resolve(call.func, s) or "")
         if t is None or t.statics != "grad":
             return None  # (most names bound to a call hold something else: ask nothing more)
@@ -190,15 +198,10 @@ class ModuleModel:
     def jitted_alias(self, expr: cst.BaseExpression, scope: Scope) -> Optional[CallableRef]:
         """What a name bound once to `jax.jit(f)` (or `jax.jit(partial(f, ...))`) of a function of this module
         runs: its calls hand `f` their arguments, and get back what `f` returns."""
-        if not isinstance(expr, cst.Name):
+        bound = self._bound_once_to_call(expr.value, scope) if isinstance(expr, cst.Name) else None
+        if bound is None or not self.jitted_alias_call(bound[1], bound[0]):
             return None
-        s = scope.function_scope() or self.root
-        while s is not None and not s.binds(expr.value):
-            s = s.parent
-        values = s.assigned.get(expr.value, []) if s is not None else []
-        if len(values) != 1 or not isinstance(values[0], cst.Call) or not self.jitted_alias_call(values[0], s):
-            return None
-        return self.resolve_callable(values[0].args[0].value, s)
+        return self.resolve_callable(bound[1].args[0].value, bound[0])
 
     def jitted_alias_call(self, call: cst.Call, scope: Scope) -> bool:
         """`jax.jit(f)`, `jax.jit(f, static_argnums=...)`: a jit of one positional callable."""
@@ -211,23 +214,17 @@ class ModuleModel:
     def _named_partial(self, name: str, scope: Scope) -> Optional[CallableRef]:
         """What a name bound once, in a function body or at module level, to `partial(f, ...)` of a function
         of this module calls."""
-        s: Optional[Scope] = scope
-        while s is not None and not s.binds(name) and not (isinstance(s, FunctionInfo) and s.param(name) is not None):
-            s = s.parent
-        if s is None or isinstance(s, FunctionInfo) and s.param(name) is not None \
-                or not isinstance(s, FunctionInfo) and s is not self.root:
+        bound = self._bound_once_to_call(name, scope)
+        if bound is None or self.resolve(bound[1].func, bound[0]) not in PARTIALS:
             return None
-        values = s.assigned.get(name, [])
-        if len(values) != 1 or not isinstance(values[0], cst.Call) or name in s.declared_global \
-                or self.resolve(values[0].func, s) not in PARTIALS:
-            return None
+        s, call = bound
         busy = self.__dict__.setdefault("_partials_busy", set())
         key = (id(s), name)
         if key in busy:
             return None  # `f = partial(f, ...)` refers to an earlier binding of the same name
         busy.add(key)
         try:
-            return self.resolve_callable(values[0], s)
+            return self.resolve_callable(call, s)
         finally:
             busy.discard(key)
 
