@@ -1602,7 +1602,7 @@ def _calls_all_known(fn: FunctionInfo, m: ModuleModel) -> bool:
 
 def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
     owner = fn.parent or m.root
-    if owner is m.root and (m.project is None or m.project.named_elsewhere(fn.name) or "__all__" in m.root.assigned):
+    if owner is m.root and (m.project is None or "__all__" in m.root.assigned):
         return False  # (linted alone, or exported: any caller could pass anything)
     if (not isinstance(owner, FunctionInfo) and owner is not m.root) or len(owner.def_history.get(fn.name, [])) > 1:
         return False  # (a method, or a name defined twice)
@@ -1645,6 +1645,8 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
         made = sum(1 for other in aliases if other != fn.name) if name == fn.name else 0
         if mentions != used[name] + 1 + made:
             return False
+    if owner is m.root and m.project is not None and m.project.named_elsewhere(fn.name):
+        return False  # another file may call it with anything (asked last: it searches the project's text)
     fn.container_sites.update(sites)
     return True
 
