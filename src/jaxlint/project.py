@@ -221,13 +221,13 @@ class ProjectIndex:
         script): a cheap search of `name(`, not a resolution. With `importing`, only a file that also names
         the module of `besides` (`from .driver import solve`) counts; without `called`, any mention of the
         name but a binding of its own (`steps = (solve_jit, other)`, not `solve_jit = ...`) counts."""
-        memo = self.__dict__.setdefault("_mentions", {})
+        memo = self.__dict__.setdefault("_mention_answers", {})
         key = (name, besides, importing, called)
         if key not in memo:
-            memo[key] = self._mentions(name, besides, importing, called)
+            memo[key] = self._search_mentions(name, besides, importing, called)
         return memo[key]
 
-    def _mentions(self, name: str, besides: str, importing: bool, called: bool) -> bool:
+    def _search_mentions(self, name: str, besides: str, importing: bool, called: bool) -> bool:
         # (not in a comment: `# encode(batch)` is a call someone took out)
         tail = rb"\s*\(" if called else rb"\b(?!\s*=[^=])"
         word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + tail, re.M)
