@@ -331,6 +331,10 @@ NUMPY_CONVERTING = frozenset({
     "allclose", "array_equal", "float32", "float64", "int32", "int64",
 })
 
+# Clocks: what they return matters only where it is read (a timing left unused under trace bakes in nothing).
+CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time", "time.time_ns",
+                    "time.perf_counter_ns", "time.monotonic_ns"})
+
 # Calls whose result depends on the world, not the arguments: baked in as constants when traced.
 IMPURE_CALLS = frozenset({
     "time.time", "time.time_ns", "time.perf_counter", "time.perf_counter_ns", "time.monotonic",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..jaxapi import IMPURE_CALLS, IMPURE_PREFIXES
+from ..jaxapi import CLOCKS, IMPURE_CALLS, IMPURE_PREFIXES
 from .base import Rule, Where, tracing_phrase
 
 
@@ -82,16 +82,12 @@ class ImpureCall(Rule):
         if qual in _SEEDING:
             return  # it returns nothing to bake in: the draws after it (flagged themselves) do
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
-            if qual in _CLOCKS and where.model.unread_traced(node, fn):
+            if qual in CLOCKS and where.model.unread_traced(node, fn):
                 return  # `t0 = time.perf_counter()` read only by logging that never runs traced
             shown = qual.replace("builtins.", "").replace("numpy.", "np.")
             self._flag(node, f"`{shown}()`", where, qual)
 
 
-
-# Clocks: what they return matters only where it is read (a timing left unused under trace bakes in nothing).
-_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time", "time.time_ns",
-                     "time.perf_counter_ns", "time.monotonic_ns"})
 
 # Calls that set the state of a host random generator and return nothing.
 _SEEDING = frozenset({"numpy.random.seed", "random.seed"})

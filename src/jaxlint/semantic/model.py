@@ -1509,7 +1509,10 @@ class ModuleModel:
         names = [name for name, values in fn.assigned.items() if any(v is value for v in values)]
         if len(names) != 1 or isinstance(fn.node, cst.Lambda):
             return False
-        reads = self._local_reads(fn)
+        memo = self.__dict__.setdefault("_reads_of", {})
+        if id(fn) not in memo:
+            memo[id(fn)] = self._local_reads(fn)
+        reads = memo[id(fn)]
         pending, seen = [names[0]], set()
         while pending:
             name = pending.pop()
