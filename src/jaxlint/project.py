@@ -24,8 +24,9 @@ _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".sta
                    b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar",
                    b"nnx")  # an nnx Module's Python settings are static pytree metadata
 
-# What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch).
-_SWITCH_MARKERS = (b"[\"pytree_node\"]", b"['pytree_node']", b"pytree_node=", b"[\"static\"]", b"['static']")
+# What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch):
+# `kw["pytree_node"] = jaxed`, or `pytree_node=` given a name (not `pytree_node=False`).
+_SWITCH_MARKER = re.compile(rb"\[[\"'](?:pytree_node|static)[\"']\]|\bpytree_node\s*=\s*(?!True\b|False\b)[A-Za-z_]")
 
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
@@ -71,6 +72,8 @@ class ProjectIndex:
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
         self._static: Optional[frozenset[str]] = None
+        self._static_answers: dict[str, bool] = {}  # name -> in `static_names`, asked one name at a time
+        self._declaring: Optional[list[tuple[str, str, bytes]]] = None
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._static_properties: dict[str, bool] = {}  # property name -> each is static, none is stored
@@ -123,8 +126,7 @@ class ProjectIndex:
         path = self.path_of(module) if module else None
         if path is None or depth > 4:
             return qualname
-        self._read(path)
-        target = self._imports.get(path, {}).get(name)
+        target = self._import_map(path).get(name)
         if target is None or target == qualname or target.rpartition(".")[0] == module:
             return qualname
         return self.origin(target, depth + 1)
@@ -160,7 +162,6 @@ class ProjectIndex:
         self._python_params[path] = {}
         self._switch_fns[path] = {}
         self._key_fns[path] = {}
-        self._imports[path] = {}
         self._reading.append(path)
         try:
             self._model(path)
@@ -185,8 +186,6 @@ class ProjectIndex:
                 source = f.read()
             model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source), trace=False)
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
-            self._imports[path] = {local: absolute(qual, me, is_pkg) for local, qual in model.root.imports.items()
-                                   if local not in model.root.ambiguous_imports}
             self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
@@ -203,6 +202,22 @@ class ProjectIndex:
             pass  # a file that cannot be read or parsed tells nothing
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
             self.faults[path] = f"{type(exc).__name__}: {exc}"
+
+    def _import_map(self, path: str) -> dict[str, str]:
+        """A module's module-level imported names -> absolute names (a name imported twice differently
+        is left out), read without modelling the module: a package's `__init__.py` that re-exports a
+        class is only followed, never modelled."""
+        known = self._imports.get(path)
+        if known is None:
+            try:
+                with open(path, "rb") as f:
+                    tree = ast.parse(f.read())
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                tree = None
+            me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
+            known = self._imports[path] = {local: absolute(qual, me, is_pkg)
+                                           for local, qual in module_imports(tree).items()} if tree else {}
+        return known
 
     def _given_texts(self) -> dict[str, bytes]:
         """The given files' bytes, read once."""
@@ -336,30 +351,51 @@ class ProjectIndex:
                 self._method_answers[key] = False
         return self._method_answers[key]
 
+    def _declaring_files(self) -> list[tuple[str, str, bytes]]:
+        """The given files that may declare static pytree fields (module, path, text): a cheap search for
+        the ways to declare one, the project's own field helpers (`field(10, jaxed=False)`) among them."""
+        if self._declaring is None:
+            # The given files only: modules found beside them (path_of) join by_module while this runs.
+            texts = self._given_texts()
+            markers = list(_STATIC_MARKERS)
+            for path, raw in texts.items():
+                if _SWITCH_MARKER.search(raw):
+                    self._read(path)
+                    markers += [f"{name}={want}".encode() for name, _i, want, _d in self._switch_fns.get(path, {}).values()]
+            self._declaring = [(mod, path, texts[path]) for mod, path in list(self.given.items())
+                               if path in texts and any(marker in texts[path] for marker in markers)]
+        return self._declaring
+
+    def _declares(self, files: Iterable[tuple[str, str, bytes]]) -> tuple[set[str], set[str]]:
+        """The names the classes of these files declare static, and those they declare leaves."""
+        static: set[str] = set()
+        data: set[str] = set()
+        for mod, _path, _raw in files:
+            for facts in self.classes(mod).values():
+                # a plain class's static names are its `ClassVar`s: class attributes, on every instance
+                static |= facts.static_fields | facts.python_attributes
+                if facts.module_kind != "linen":  # a linen Module's attributes are settings, never leaves
+                    data |= facts.fields - facts.static_fields - facts.python_attributes
+        return static, data
+
     def static_names(self) -> frozenset[str]:
         """Names that some pytree class of the project declares static and none declares a leaf (`cache.
         time_axis` on an object passed around as `Any`). Only files that declare static fields are read."""
         if self._static is None:
-            static: set[str] = set()
-            data: set[str] = set()
-            # The given files only: modules found beside them (path_of) join by_module while this runs.
-            texts = self._given_texts()
-            markers = list(_STATIC_MARKERS)
-            for path, raw in texts.items():  # the project's own field helpers: `field(10, jaxed=False)`
-                if any(m in raw for m in _SWITCH_MARKERS):
-                    self._read(path)
-                    markers += [f"{name}={want}".encode() for name, _i, want, _d in self._switch_fns.get(path, {}).values()]
-            for mod, path in list(self.given.items()):
-                raw = texts.get(path)
-                if raw is None or not any(marker in raw for marker in markers):
-                    continue
-                for facts in self.classes(mod).values():
-                    # a plain class's static names are its `ClassVar`s: class attributes, on every instance
-                    static |= facts.static_fields | facts.python_attributes
-                    if facts.module_kind != "linen":  # a linen Module's attributes are settings, never leaves
-                        data |= facts.fields - facts.static_fields - facts.python_attributes
+            static, data = self._declares(self._declaring_files())
             self._static = frozenset(static - data)
         return self._static
+
+    def static_name(self, name: str) -> bool:
+        """Whether `name` is one of `static_names`, reading only the declaring files that name it."""
+        if self._static is not None:
+            return name in self._static
+        known = self._static_answers.get(name)
+        if known is None:
+            word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+            static, data = self._declares(f for f in self._declaring_files() if word.search(f[2]))
+            known = self._static_answers[name] = name in static and name not in data
+        return known
 
     def for_file(self, path: str, source: bytes, asking: Iterable[str] = ()) -> Optional[ProjectClasses]:
         """The project's classes and functions as the file at `path` sees them: None when there is nothing
@@ -368,14 +404,19 @@ class ProjectIndex:
         me = self._module_name(path)
         is_pkg = os.path.basename(path) == "__init__.py"
         imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
-        static = set(self.static_names())
-        for mod in imported:
-            for facts in self.classes(mod).values():
-                if facts.pytree:
-                    static |= facts.static_fields | facts.python_attributes
-        if not imported and not static and not _ISOLATION_RULES.intersection(asking) \
+        if not imported and not self.static_names() and not _ISOLATION_RULES.intersection(asking) \
                 and not self._imported_elsewhere(me, path):
             return None
+        imported_static: list[frozenset[str]] = []  # the imported modules' pytree classes' static names
+
+        def static_name(name: str) -> bool:
+            if self.static_name(name):
+                return True
+            if not imported_static:  # read on the first question
+                imported_static.append(frozenset(
+                    n for mod in imported for facts in self.classes(mod).values() if facts.pytree
+                    for n in facts.static_fields | facts.python_attributes))
+            return name in imported_static[0]
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
             if full.rpartition(".")[0] == me:
@@ -405,7 +446,7 @@ class ProjectIndex:
                 return mod != me and name in self.functions(mod, kind)
             return ask
 
-        return ProjectClasses(lookup, frozenset(static), static_return=returns("static"),
+        return ProjectClasses(lookup, static_name, static_return=returns("static"),
                               container_return=returns("container"), tracer_test=returns("tracer"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               called_by_importer=lambda name: self.mentions(name, path, importing=True),
@@ -462,6 +503,41 @@ def absolute(qualname: str, module: str, is_package: bool) -> str:
     rest = qualname[dots:]
     parts = base + [rest] if rest else base  # `from . import losses`: the package itself
     return ".".join(parts)
+
+
+def module_imports(tree: ast.Module) -> dict[str, str]:
+    """The names a module's own statements import (not its functions' or classes'), each with the name
+    it imports as written (`.losses.l2`); a name imported twice differently is left out."""
+    found: dict[str, str] = {}
+    ambiguous: set[str] = set()
+
+    def note(local: str, qual: str) -> None:
+        if found.get(local, qual) != qual:
+            ambiguous.add(local)
+        found[local] = qual
+
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname is not None:
+                    note(a.asname, a.name)
+                else:
+                    head = a.name.split(".")[0]
+                    note(head, head)
+        elif isinstance(node, ast.ImportFrom):
+            prefix = "." * node.level + (node.module or "")
+            for a in node.names:
+                if a.name == "*":
+                    break
+                qual = f"{prefix}.{a.name}" if prefix and not prefix.endswith(".") else f"{prefix}{a.name}"
+                note(a.asname or a.name, qual)
+        elif isinstance(node, ast.stmt) or node is tree or isinstance(node, (ast.excepthandler, ast.match_case)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stack.extend(reversed([c for c in ast.iter_child_nodes(node)
+                                       if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case))]))
+    return {k: v for k, v in found.items() if k not in ambiguous}
 
 
 def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]:

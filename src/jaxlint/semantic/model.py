@@ -812,9 +812,8 @@ class ModuleModel:
             scalars = self.frameworks.python_attributes(c)  # an nnx Module's Python settings: pytree metadata
             names |= c.static_fields | scalars
             data |= c.fields - c.static_fields - scalars
-        if self.project is not None:
-            names |= self.project.static_names
         self.static_field_names = frozenset(names - data)
+        self._data_field_names = frozenset(data)
 
     def class_facts(self) -> dict[str, ClassFacts]:
         """This module's module-level classes as the project's other files see them."""
@@ -1256,7 +1255,14 @@ class ModuleModel:
         facts = self._annotated_facts(obj, fn) if cls is None else None
         if facts:
             return all(attr in f.static_fields for f in facts)
-        return attr in self.static_field_names
+        return self.static_name(attr)
+
+    def static_name(self, attr: str) -> bool:
+        """Whether some pytree class declares an attribute of this name static and none of this module's
+        declares it a leaf (`cache.time_axis`, the class of `cache` unknown)."""
+        if attr in self.static_field_names:
+            return True
+        return self.project is not None and attr not in self._data_field_names and self.project.static_name(attr)
 
     def _annotated_facts(self, obj: cst.BaseExpression, fn: "FunctionInfo") -> Optional[list[ClassFacts]]:
         """The project's facts of each pytree class of another file a parameter is annotated with (`x: sc.Coo

@@ -102,7 +102,9 @@ class ProjectClasses:
     object's class is not known here."""
 
     lookup: "Callable[[str], Optional[ClassFacts]]"  # a qualified name as this module resolves it
-    static_names: frozenset[str] = frozenset()
+    # Whether some pytree class of the project (or one this module imports) declares an attribute of
+    # this name static: asked per name, so only the files that could tell are read.
+    static_name: "Callable[[str], bool]" = lambda name: False
     # Whether a function of another project file returns only Python values whatever its arguments
     # (`tree_utils.first_dim(x)` returning `leaves[0].shape[0]`): a qualified name as this module resolves it.
     static_return: "Callable[[str], bool]" = lambda qualname: False
