@@ -88,3 +88,32 @@ def test_every_fixture_and_example_is_summarised_without_fault() -> None:
     for path in files:
         index.functions(module_name(path), "static")
     assert not index.faults, index.faults
+
+
+def test_the_project_is_read_only_where_it_can_answer(tmp_path: Path) -> None:
+    """A file's questions read the files that can answer them, not the whole project: the static
+    names are asked one attribute at a time of the files that could declare it, and only of an
+    attribute that would otherwise be traced; a package `__init__` re-exporting a class is followed
+    through its imports, not modelled."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    write(tmp_path, "pkg/__init__.py", "from pkg.base import Agent, Cache\nfrom pkg import unrelated\n")
+    write(tmp_path, "pkg/base.py", "import flax.struct\n\n\nclass Agent(flax.struct.PyTreeNode):\n    scale: float\n\n\n"
+          "class Cache(flax.struct.PyTreeNode):\n    data: object\n"
+          "    time_axis: int = flax.struct.field(pytree_node=False)\n")
+    write(tmp_path, "pkg/unrelated.py", "import flax.struct\n\n\nclass Other(flax.struct.PyTreeNode):\n"
+          "    width: int = flax.struct.field(pytree_node=False)\n")
+    learner = write(tmp_path, "pkg/learner.py", "from pkg import Agent\n\n\nclass Learner(Agent):\n    pass\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    project = index.for_file(str(learner), learner.read_bytes())
+    assert project is not None
+    facts = project.lookup("pkg.Agent")
+    assert facts is not None and facts.pytree
+    assert [Path(p).name for p in index.modelled] == ["base.py"]  # the re-exporting __init__ is followed
+    assert project.static_name("time_axis") and not project.static_name("scale")
+    assert not project.static_name("height")
+    assert "unrelated.py" not in {Path(p).name for p in index.modelled}  # it declares none of those names

@@ -82,6 +82,11 @@ class ProjectIndex:
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
         self._import_words: Optional[dict[str, set[bytes]]] = None  # per given file: the words of its imports
 
+    @property
+    def modelled(self) -> list[str]:
+        """The files modelled so far (in order): what the project's answers have cost."""
+        return list(self._facts)
+
     def defines(self, qualname: str, path: str) -> bool:
         """Whether a function a file names (`.noise.sample`, `pkg.utils.draw`, as its imports resolve it)
         lives in a project file other than that one."""
@@ -392,7 +397,11 @@ class ProjectIndex:
             return name in self._static
         known = self._static_answers.get(name)
         if known is None:
-            word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+            # (where a class could declare it: `name: int`, `self.name = ...`, `self.a, self.b = ...`,
+            # `name = 3` in a class body, `meta_fields=("name",)`, `setattr(self, "name", ...)`)
+            word = re.escape(name.encode())
+            word = re.compile(rb"\b" + word + rb"\s*:(?!=)|\." + word + rb"\s*[,=]|^[ \t]+" + word + rb"\s*=|[\"']"
+                              + word + rb"[\"']", re.M)
             static, data = self._declares(f for f in self._declaring_files() if word.search(f[2]))
             known = self._static_answers[name] = name in static and name not in data
         return known
@@ -404,8 +413,8 @@ class ProjectIndex:
         me = self._module_name(path)
         is_pkg = os.path.basename(path) == "__init__.py"
         imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
-        if not imported and not self.static_names() and not _ISOLATION_RULES.intersection(asking) \
-                and not self._imported_elsewhere(me, path):
+        if not imported and not _ISOLATION_RULES.intersection(asking) and not self._imported_elsewhere(me, path) \
+                and not self.static_names():
             return None
         imported_static: list[frozenset[str]] = []  # the imported modules' pytree classes' static names
 

@@ -1247,21 +1247,23 @@ class ModuleModel:
             stack.extend(iter_children(n))
         return frozenset(n for n, ok in literal.items() if ok and n not in fields and n not in stored)
 
-    def is_static_field(self, obj: cst.BaseExpression, attr: str, fn: "FunctionInfo") -> bool:
-        """Whether `obj.attr` reads an aux-data field of a registered pytree: a Python value, not a leaf."""
+    def is_static_field(self, obj: cst.BaseExpression, attr: str, fn: "FunctionInfo") -> Optional[bool]:
+        """Whether `obj.attr` reads an aux-data field of a registered pytree: a Python value, not a leaf.
+        None where the class of `obj` is not known and only the project's static names could tell (see
+        `project_static_name`: asked last, it reads other files)."""
         cls = self.class_of(obj, fn)
         if cls is not None and (cls.fields or cls.static_fields):
             return attr in cls.static_fields
         facts = self._annotated_facts(obj, fn) if cls is None else None
         if facts:
             return all(attr in f.static_fields for f in facts)
-        return self.static_name(attr)
-
-    def static_name(self, attr: str) -> bool:
-        """Whether some pytree class declares an attribute of this name static and none of this module's
-        declares it a leaf (`cache.time_axis`, the class of `cache` unknown)."""
         if attr in self.static_field_names:
             return True
+        return None if self.project is not None and attr not in self._data_field_names else False
+
+    def project_static_name(self, attr: str) -> bool:
+        """Whether some pytree class of the project's other files declares an attribute of this name static
+        (`cache.time_axis`, the class of `cache` unknown; not when this module's classes make it a leaf)."""
         return self.project is not None and attr not in self._data_field_names and self.project.static_name(attr)
 
     def _annotated_facts(self, obj: cst.BaseExpression, fn: "FunctionInfo") -> Optional[list[ClassFacts]]:

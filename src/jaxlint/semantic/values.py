@@ -298,6 +298,16 @@ class Values:
             s = s.parent
         return False
 
+    def _attribute_traced(self, e: cst.Attribute) -> bool:
+        cls = self.m.frameworks.instance_class(e.value, self.fn)
+        if cls is not None and (e.attr.value not in ARRAY_ATTRS or self.m.frameworks.field(cls, e.attr.value)[0]):
+            return self.m.frameworks.attribute_traced(self, e)  # a model module: its fields say
+        if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
+            return self.traced(e.value)
+        # An attribute of a traced Python object is usually configuration, unless a model framework
+        # says it is an array leaf (`self.weight` of an equinox Module, `self.w.value` in nnx).
+        return self.m.frameworks.attribute_traced(self, e)
+
     def traced(self, e: cst.BaseExpression) -> bool:  # noqa: C901 - one dispatch on node type
         if isinstance(e, cst.Name):
             if not self.name_traced(e.value):
@@ -315,17 +325,12 @@ class Values:
                 return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
             if self.m.class_constant(e.attr.value):
                 return False  # `self._props` bound to `("loc", "vel")` in a class body
-            if (self.m.static_field_names or self.m.project is not None) \
-                    and self.m.is_static_field(e.value, e.attr.value, self.fn):
+            static = self.m.is_static_field(e.value, e.attr.value, self.fn) \
+                if self.m.static_field_names or self.m.project is not None else False
+            if static:
                 return False  # an aux-data field of a registered pytree: a Python value
-            cls = self.m.frameworks.instance_class(e.value, self.fn)
-            if cls is not None and (e.attr.value not in ARRAY_ATTRS or self.m.frameworks.field(cls, e.attr.value)[0]):
-                return self.m.frameworks.attribute_traced(self, e)  # a model module: its fields say
-            if e.attr.value in ARRAY_ATTRS or self.is_pytree(e.value):
-                return self.traced(e.value)
-            # An attribute of a traced Python object is usually configuration, unless a model framework
-            # says it is an array leaf (`self.weight` of an equinox Module, `self.w.value` in nnx).
-            return self.m.frameworks.attribute_traced(self, e)
+            # (the project's static names, which read other files, are asked only of a traced attribute)
+            return self._attribute_traced(e) and not (static is None and self.m.project_static_name(e.attr.value))
         if isinstance(e, cst.Subscript):
             if not self.is_pytree(e.value) and any(
                     isinstance(el.slice, cst.Index) and isinstance(el.slice.value, cst.SimpleString) for el in e.slice):
