@@ -298,9 +298,54 @@ def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
     """A call made once per entry of a table of configurations, with the entry (or a value computed from it)
     as an argument (`for name in SETTINGS: run(name)`): each call builds what that configuration needs."""
     node = loop.node
-    if not isinstance(node, cst.For) or not literal_table(node.iter, where.model, loop.scope):
+    if isinstance(node, cst.For):
+        tables = [node.iter]
+    elif isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        tables, level = [], node.for_in  # `{n: run(n) for n in SIZES}`
+        while level is not None:
+            tables.append(level.iter)
+            level = level.inner_for_in
+    else:
+        return False
+    if not any(literal_table(t, where.model, loop.scope) for t in tables):
         return False
     return any(from_item(a.value, loop) for a in call.args)
+
+
+# Conversions whose result is a Python value, whatever they are given (`run(int(n))` for `n` of an array).
+_PY_VALUE_CALLS = frozenset({"int", "float", "str", "bool", "round"})
+
+
+def _python_item(expr: cst.BaseExpression, loop: LoopInfo) -> bool:
+    """`int(n)`, `float(lr)`: a Python value computed from the loop's item."""
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _PY_VALUE_CALLS \
+        and from_item(expr, loop)
+
+
+def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
+    """The parameters of `outer` that its nested def `fn` reads: itself, through the names `outer` binds
+    from them (`n2 = 2 * n`), or through the other defs of `outer` it calls."""
+    params = {p.name for p in outer.params}
+    seen: set[str] = set()
+    todo = sorted(_free_names(fn.node, fn))
+    found: set[str] = set()
+    while todo and len(seen) < 200:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in params:
+            found.add(name)
+            continue
+        inner = outer.defs.get(name)
+        if inner is not None:
+            if inner is not fn:
+                todo.extend(sorted(_free_names(inner.node, inner)))
+            continue
+        for b in outer.bindings(name):
+            if b.value is not None:
+                todo.extend(sorted(_names_in(b.value)))
+    return frozenset(found)
 
 
 # Calls whose result's shape comes from their arguments (sizes, shapes, ranges).
@@ -915,9 +960,10 @@ class JitInLoop(Rule):
         )
 
     def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool,
-                     static: frozenset[str] = frozenset()) -> Optional[str]:
+                     static: frozenset[str] = frozenset(), closed: frozenset[str] = frozenset()) -> Optional[str]:
         """Where `fn` is called inside a loop of this module (by name, or as `obj.name(...)` for a method),
-        but for calls that give (a value computed from) the loop's item to one of the parameters `static`."""
+        but for calls that give (a value computed from) the loop's item to one of the parameters `static`,
+        or a Python value converted from the item (`int(n)`) to one of the parameters `closed`."""
         model = where.model
         for call, scope, loop in model.all_calls:
             loop = repeating(loop)
@@ -929,8 +975,10 @@ class JitInLoop(Rule):
             else:
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn
-            if hit and not _sweep_call(call, loop, where) and not (static and any(
-                    from_item(a.value, loop) for p, a in (_filled(fn, 0, call.args) or {}).items() if p in static)):
+            filled = (_filled(fn, 0, call.args) or {}) if static or closed else {}
+            if hit and not _sweep_call(call, loop, where) and not any(
+                    p in static and from_item(a.value, loop) or p in closed and _python_item(a.value, loop)
+                    for p, a in filled.items()):
                 caller = scope.function_scope()
                 return f"`{caller.qualname}`" if caller is not None else "the module"
         return None
@@ -939,12 +987,21 @@ class JitInLoop(Rule):
         """Whether `fn` (or a def of `outer` it calls) calls a function that `outer` builds on each of its calls
         from a factory (`opt_init, opt_update, get_params = adam(lr)`): every call of `outer` then traces a
         different program, which taking arrays as arguments would not avoid."""
-        called = {c.func.value for c in descendants(fn.node) if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
-        for name in sorted(called - fn.local_names):
+        calls = [c for c in descendants(fn.node) if isinstance(c, cst.Call)]
+        called = {c.func.value for c in calls if isinstance(c.func, cst.Name)}
+        # `optimizer.update(...)` of an object a factory builds per call (`optimizer = make_adamw(lr)`), not
+        # an array's method (`data = jnp.ones(n)`, then `data.sum()`)
+        methods = {c.func.value.value for c in calls if isinstance(c.func, cst.Attribute)
+                   and isinstance(c.func.value, cst.Name)}
+        params = {p.name for p in outer.params}
+        for name in sorted((called | methods) - fn.local_names):
             bindings = outer.bindings(name)
-            if bindings and all(b.how == "=" and _factory_result(
-                    b.value if b.value is not None else b.unpacked[0] if b.unpacked else None, where, outer)
-                    for b in bindings):
+            values = [b.value if b.value is not None else b.unpacked[0] if b.unpacked else None for b in bindings]
+            if bindings and all(b.how == "=" and _factory_result(v, where, outer, objects=name not in called)
+                                for b, v in zip(bindings, values)) \
+                    and (name in called or all(_names_in(v) & params for v in values if v is not None)):
+                # (an object's methods count when `outer` builds it from its arguments: `optax.adam(LR)` of a
+                # constant is the same optimizer on every call, and could be built once, outside)
                 return True
             inner = outer.defs.get(name) if depth < 2 else None
             if inner is not None and inner is not fn and self._calls_built_function(inner, outer, where, depth + 1):
@@ -1024,7 +1081,10 @@ class JitInLoop(Rule):
         static = frozenset(a.value for a in _static_args(outer.node, {fn.name}, [p.name for p in fn.params], nums, names,
                                                          where)
                            if isinstance(a, cst.Name) and outer.param(a.value) is not None) if nums or names else frozenset()
-        caller = self._loop_caller(outer, where, by_attribute=False, static=static)
+        # `outer(..., int(n))` where `fn` closes over that parameter: each call bakes another Python value
+        # into the program, which must compile for each value wherever `fn` is defined
+        closed = _closure_params(fn, outer)
+        caller = self._loop_caller(outer, where, by_attribute=False, static=static, closed=closed)
         if caller is None:
             return
         self.report(
@@ -1069,12 +1129,17 @@ def _reads_rebound_global(names: set[str], where: Where, loop: LoopInfo) -> bool
     return False
 
 
-def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, scope: Scope) -> bool:
+def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, scope: Scope,
+                    objects: bool = False) -> bool:
     """A value made by calling something that is not a transform or a partial (`adam(lr)`, `make_mlp()`,
-    `a, b = make_sim(kT)`): when it is called, it is a function built anew on each evaluation."""
+    `a, b = make_sim(kT)`): when it is called, it is a function built anew on each evaluation. With
+    `objects`, the value's methods are asked about: not a value of JAX or NumPy (an array's methods are
+    no functions built per call)."""
     if not isinstance(binding_value, cst.Call):
         return False
     q = where.model.resolve(binding_value.func, scope) or ""
+    if objects and (q.startswith(("jax.", "numpy.", "builtins.")) or q in ("jax", "numpy") or not q):
+        return False
     return not (q == "functools.partial" or q in where.model.transforms or q in JIT_LIKE)
 
 
