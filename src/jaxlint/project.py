@@ -397,11 +397,7 @@ class ProjectIndex:
             return name in self._static
         known = self._static_answers.get(name)
         if known is None:
-            # (where a class could declare it: `name: int`, `self.name = ...`, `self.a, self.b = ...`,
-            # `name = 3` in a class body, `meta_fields=("name",)`, `setattr(self, "name", ...)`)
-            word = re.escape(name.encode())
-            word = re.compile(rb"\b" + word + rb"\s*:(?!=)|\." + word + rb"\s*[,=]|^[ \t]+" + word + rb"\s*=|[\"']"
-                              + word + rb"[\"']", re.M)
+            word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
             static, data = self._declares(f for f in self._declaring_files() if word.search(f[2]))
             known = self._static_answers[name] = name in static and name not in data
         return known
