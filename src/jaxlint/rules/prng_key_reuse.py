@@ -10,7 +10,8 @@ import libcst as cst
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Param, Scope
 from ..semantic.keys import (
-    consumed_elsewhere, consumed_when, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of, signature,
+    consumed_elsewhere, consumed_when, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of,
+    param_handoffs, signature,
 )
 from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children, plain_annotation
 from .base import Report, Rule, Where
@@ -212,20 +213,20 @@ class PrngKeyReuse(Rule):
                 if model.project is None:
                     # (a name bound from `split`/`PRNGKey` here, or one that ends like a key — `key`,
                     # `dropout_rng` — not any key-like name: `rng_filters` holds something else)
-                    sure = {k for k in state.keys if k in self._sourced or _KEY_ENDING.search(k)}
-                    for qual, key in imported_handoffs(call, model, self._scope, sure):
-                        # without the project's summaries: note the function where the key is used again
-                        # (or on every pass of a loop), so the file is analysed again with them
-                        again = key in state.handed or key in state.consumed or (
-                            loop_names is not None and key.split("[")[0] not in loop_names)
-                        if again:
-                            model.key_handoffs.update({qual, state.handed.get(key, qual)})
-                        state.handed[key] = qual
+                    for qual, key in imported_handoffs(call, model, self._scope, self._sure_keys(state)):
+                        self._hand_off(qual, key, state, loop_names)
                     return
                 for key in consumed_elsewhere(call, model, self._scope):
                     self._consume_key(call, key, code_of(call.func), state, loop_names, root)
                 return
             if id(callee[0]) not in self._consumers():
+                model = self._where.model
+                hands = param_handoffs(callee[0], model) if model.project is None else {}
+                if hands:  # `get_batch(cfg, key)`, a function of this module handing `key` to the project's
+                    sure = self._sure_keys(state)
+                    for param, key in handed(call, signature(callee[0]), callee[1], refs=True):
+                        if param in hands and key.split("[")[0] in sure:
+                            self._hand_off(hands[param], key, state, loop_names)
                 return
             fname = callee[0].name
             wanted = self._consumers()[id(callee[0])]
@@ -233,6 +234,21 @@ class PrngKeyReuse(Rule):
                     and consumed_when(call, callee[0], callee[1], param, self._where.model)]
         for key in keys:
             self._consume_key(call, key, fname, state, loop_names, root)
+
+    def _sure_keys(self, state: _State) -> set[str]:
+        # (a name bound from `split`/`PRNGKey` here, or one that ends like a key — `key`, `dropout_rng` —
+        # not any key-like name: `rng_filters` holds something else)
+        return {k for k in state.keys if k in self._sourced or _KEY_ENDING.search(k)}
+
+    def _hand_off(self, qual: str, key: str, state: _State, loop_names: Optional[Container[str]]) -> None:
+        """A key handed to a function of another project file, known without the project's summaries: note
+        the function where the key is used again (or on every pass of a loop), so the file is analysed
+        again with them."""
+        again = key in state.handed or key in state.consumed or (
+            loop_names is not None and key.split("[")[0] not in loop_names)
+        if again:
+            self._where.model.key_handoffs.update({qual, state.handed.get(key, qual)})
+        state.handed[key] = qual
 
     def _consume_key(self, call: cst.Call, key: str, fname: str, state: _State,
                      loop_names: Optional[Container[str]], root: Optional[cst.CSTNode]) -> None:

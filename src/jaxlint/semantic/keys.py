@@ -218,6 +218,21 @@ def imported_handoffs(call: cst.Call, model: "ModuleModel", scope: "Scope", keys
     return [(qual, ref) for a in call.args if (ref := key_ref(a.value)) is not None and ref.split("[")[0] in keys]
 
 
+def param_handoffs(fn: FunctionInfo, model: "ModuleModel") -> dict[str, str]:
+    """The parameters a function of this module hands to a function imported from the project (`def
+    get_batch(cfg, key): return load(cfg, key)`), each with that function's qualified name: where its
+    caller's key may be consumed, which only the project's summaries tell."""
+    known = model.__dict__.setdefault("_param_handoffs", {})
+    if id(fn) not in known:
+        params = {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
+        out: dict[str, str] = {}
+        for call in fn.calls if params else ():
+            for qual, key in imported_handoffs(call, model, fn, params):
+                out.setdefault(key, qual)
+        known[id(fn)] = out
+    return known[id(fn)]
+
+
 def module_key_params(model: "ModuleModel") -> dict[str, tuple[ConsumedParam, ...]]:
     """The module-level functions that consume a key parameter, by name, with the consumed parameters and
     their positions: what another file of the project needs to know about them."""
