@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import os
 import re
 from typing import Any, Callable, Iterable, Optional
@@ -77,7 +78,7 @@ class ProjectIndex:
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._static_properties: dict[str, bool] = {}  # property name -> each is static, none is stored
-        self._defs: Optional[dict[str, tuple[int, int]]] = None  # def name -> (defs, property defs)
+        self._defs: Optional[dict[str, tuple[list[str], int]]] = None  # def name -> (files of its defs, property defs)
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
         self._import_words: Optional[dict[str, set[bytes]]] = None  # per given file: the words of its imports
@@ -281,11 +282,23 @@ class ProjectIndex:
         files are not searched)."""
         known = self._static_methods.get(name)
         if known is None:
-            word = re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
-            paths = [p for p, text in self._given_texts().items() if word.search(text)]
+            paths = list(dict.fromkeys(self._def_index().get(name, ([], 0))[0]))  # (each file once)
             answers = [self._method_static(p, name) for p in paths] if len(paths) <= 12 else [False]
             known = self._static_methods[name] = any(answers) and False not in answers
         return known
+
+    def _def_index(self) -> dict[str, tuple[list[str], int]]:
+        """def name -> (the given file of each def of that name, how many are right under `@property`),
+        from one pass over the files' text."""
+        if self._defs is None:
+            self._defs = {}
+            head = re.compile(rb"(@(?:functools\.)?(?:cached_)?property[ \t]*\r?\n[ \t]*)?\bdef[ \t]+(\w+)[ \t]*\(")
+            for path, text in self._given_texts().items():
+                for m in head.finditer(text):
+                    paths, props = self._defs.setdefault(m.group(2).decode(), ([], 0))
+                    paths.append(path)
+                    self._defs[m.group(2).decode()] = (paths, props + (m.group(1) is not None))
+        return self._defs
 
     def static_property(self, name: str) -> bool:
         """Whether every def named `name` in the project's given files is a property returning only Python
@@ -293,16 +306,9 @@ class ProjectIndex:
         `name: T` in a class body, no `obj.name = ...` (a cheap search of the text)."""
         known = self._static_properties.get(name)
         if known is None:
-            if self._defs is None:  # name -> (defs, defs right under `@property`), from one pass over the files
-                self._defs = {}
-                head = re.compile(rb"(@(?:functools\.)?(?:cached_)?property[ \t]*\r?\n[ \t]*)?\bdef[ \t]+(\w+)[ \t]*\(")
-                for text in self._given_texts().values():
-                    for m in head.finditer(text):
-                        total, props = self._defs.get(m.group(2).decode(), (0, 0))
-                        self._defs[m.group(2).decode()] = (total + 1, props + (m.group(1) is not None))
-            total, props = self._defs.get(name, (0, 0))
+            paths, props = self._def_index().get(name, ([], 0))
             known = False
-            if total and total == props:
+            if paths and len(paths) == props:
                 word = re.escape(name.encode())
                 # (a parameter of a signature written one per line, `horizon: int,` or the last one before
                 # the `)`, stores nothing)
@@ -545,13 +551,14 @@ def module_imports(tree: ast.Module) -> dict[str, str]:
     return {k: v for k, v in found.items() if k not in ambiguous}
 
 
-def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]:
+@functools.lru_cache(maxsize=512)  # (a file is asked again each time the project pass reads it)
+def _imported_modules(source: bytes, module: str, is_package: bool) -> tuple[str, ...]:
     """The absolute names of the modules a file imports from (and of the names it imports, which may
     be modules themselves: `from pkg import agents`)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
-        return []
+        return ()
     out: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -563,4 +570,4 @@ def _imported_modules(source: bytes, module: str, is_package: bool) -> list[str]
             for a in node.names:  # `import pkg.core` binds `pkg` too: `pkg.field` is read through it
                 parts = a.name.split(".")
                 out.extend(".".join(parts[:i]) for i in range(len(parts), 0, -1) if a.asname is None or i == len(parts))
-    return out
+    return tuple(out)
