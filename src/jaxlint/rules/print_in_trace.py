@@ -77,18 +77,21 @@ class PrintInTrace(Rule):
             # and a printed tracer shows its value (`GradTracer(primal=0.84, ...)`).
             return
         args = [a.value for a in node.args if a.keyword is None]
-        if not any(where.is_traced(a) or _formats_traced(a, where) for a in args):
+        shows = any(where.is_traced(a) or _formats_traced(a, where) for a in args)
+        if not shows:
             # Nothing traced is printed: without a cache it prints on every call as Python would;
             # under jit, a message built from static facts (shapes, configuration) is deliberate
             # trace-time logging, and so is a warning (once per trace is what a warning wants), and so is
             # a message in an arm of an `if` on configuration (it says which path is being traced). Only
             # a bare literal message under jit misleads about when it runs.
-            if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
+            # (a bare `print()` ends a line a loop of `print(..., end=" ")` began: no message)
+            if not fn.cached or not args or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
                     or where.model.in_static_branch(node, where.scope, where.guards) or _announces_tracing(fn.node) \
                     or where.model.retraced_each_call(fn):
                 return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
         if fn.cached:
-            what = "runs only while JAX traces it, not on each call, and shows tracers instead of values"
+            what = "runs only while JAX traces it, not on each call" + (
+                ", and shows tracers instead of values" if shows else "")
         else:
             what = "prints tracers instead of values"
         jax_name = where.model.local_name_for("jax") or "jax"

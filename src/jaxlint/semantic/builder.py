@@ -836,7 +836,28 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
             return frozenset({subject.value})
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
         return _not_tracer(e.expression)  # `not isinstance(n, jax.core.Tracer)`: n is a concrete value
+    exact = _type_is_test(e)  # `type(st) is str`: a tracer's type is a tracer class
+    if exact is not None and isinstance(exact[0], cst.Name) and exact[1] and all(n in _PY_SCALARS for n in exact[1]):
+        return frozenset({exact[0].value})
     return frozenset()
+
+
+def _type_is_test(e: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, list[str]]]:
+    """`type(subject) is A`, `type(subject) == A`, `type(subject) in (A, B)`: the subject and the classes
+    as written. (Only where the test holds does it say anything: a tracer of a jax.Array fails
+    `type(x) is jax.Array` too.)"""
+    if not (isinstance(e, cst.Comparison) and len(e.comparisons) == 1):
+        return None
+    left, target = e.left, e.comparisons[0]
+    if not (isinstance(left, cst.Call) and dotted(left.func) == "type" and len(left.args) == 1):
+        return None
+    if isinstance(target.operator, (cst.Is, cst.Equal)):
+        names = [target.comparator]
+    elif isinstance(target.operator, cst.In) and isinstance(target.comparator, (cst.Tuple, cst.List, cst.Set)):
+        names = [el.value for el in target.comparator.elements]
+    else:
+        return None
+    return left.args[0].value, [dotted(n) or "" for n in names]
 
 
 def _not_tracer(e: cst.BaseExpression) -> frozenset[str]:

@@ -19,7 +19,7 @@ from ..jaxapi import (
     TREE_MAPS,
     TREE_REDUCES,
 )
-from ..syntax import container_path, _flatten, _is_literal, _target_names, dotted, iter_children
+from ..syntax import container_path, _flatten, _is_literal, _returns, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
 from .frameworks import linen_variables_at
 from .scopes import UNSTAGED, FunctionInfo, dead_branch
@@ -435,7 +435,12 @@ class Values:
             q = self.m.resolve(e.func, self.fn)
             if q is not None and q.startswith(STAGING_MODULES):
                 return True
-            return isinstance(e.func, cst.Attribute) and self.is_array_like(e.func.value, depth + 1)
+            if isinstance(e.func, cst.Attribute) and self.is_array_like(e.func.value, depth + 1):
+                return True
+            # a traced result of a function of this module whose every return computes an array
+            # (`self.cfl(i)` returning `dt / jnp.abs(u).max()`)
+            ref = self.m.callee(e, self.fn)
+            return ref is not None and isinstance(ref.fn.node, cst.FunctionDef) and _returns_arrays(ref.fn, self.m)
         if isinstance(e, cst.Subscript):
             return self.is_pytree(e.value) or self.is_array_like(e.value, depth + 1)
         if isinstance(e, cst.Attribute):
@@ -757,3 +762,22 @@ def _index_loop_reads(node: cst.CSTNode, active: dict[str, cst.For], table: dict
         return
     for child in iter_children(node):
         _index_loop_reads(child, active, table)
+
+
+def _returns_arrays(fn: "FunctionInfo", m: "ModuleModel") -> bool:
+    """Whether every `return` of a def computes an array: arithmetic, or a call of jax/jnp (`return dt /
+    jnp.abs(u).max()`), read from its text (a summary, asked of a call whose result is traced)."""
+    known = m.__dict__.setdefault("_array_returning", {})
+    if id(fn) not in known:
+        values = [r.value for r in _returns(fn.node.body)]  # type: ignore[union-attr]
+
+        def computed(v: Optional[cst.BaseExpression]) -> bool:
+            if isinstance(v, (cst.BinaryOperation, cst.UnaryOperation)):
+                return True
+            if isinstance(v, cst.Call):
+                q = m.resolve(v.func, fn) or ""
+                return q.startswith(STAGING_MODULES)
+            return False
+
+        known[id(fn)] = bool(values) and all(computed(v) for v in values)
+    return known[id(fn)]
