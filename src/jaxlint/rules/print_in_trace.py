@@ -24,7 +24,9 @@ class PrintInTrace(Rule):
     (`print("Compiling train step...")`), the other literal messages of a function that prints such an
     announcement (its progress report while tracing) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
-    reported.
+    reported; nor is a bare `print()` ending a line, nor a print of a value a test proved a Python value
+    (`if type(part) is str: print(part)` in a logging helper that hands everything else to
+    `jax.debug.callback`).
 
     ## Why is this bad?
     Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
