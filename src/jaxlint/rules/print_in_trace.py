@@ -24,9 +24,8 @@ class PrintInTrace(Rule):
     (`print("Compiling train step...")`), the other literal messages of a function that prints such an
     announcement (its progress report while tracing) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
-    reported; nor is a bare `print()` ending a line, nor a print of a value a test proved a Python value
-    (`if type(part) is str: print(part)` in a logging helper that hands everything else to
-    `jax.debug.callback`).
+    reported; nor is a print of a value a test proved a Python value (`if type(part) is str:
+    print(part)` in a logging helper that hands everything else to `jax.debug.callback`).
 
     ## Why is this bad?
     Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
@@ -86,8 +85,7 @@ class PrintInTrace(Rule):
             # trace-time logging, and so is a warning (once per trace is what a warning wants), and so is
             # a message in an arm of an `if` on configuration (it says which path is being traced). Only
             # a bare literal message under jit misleads about when it runs.
-            # (a bare `print()` ends a line a loop of `print(..., end=" ")` began: no message)
-            if not fn.cached or not args or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
+            if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
                     or where.model.in_static_branch(node, where.scope, where.guards) or _announces_tracing(fn.node) \
                     or where.model.retraced_each_call(fn):
                 return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
