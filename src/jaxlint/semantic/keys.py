@@ -108,9 +108,15 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
         # flag parameters off by default (`shuffle=False`) that must be true for a key to be drawn from
         switches = {p.name for p in fn.params if p.has_default and _falsy(p.default) and p.name not in fn.assigned}
 
+        # parameters that default to None, drawn from only in a branch of `if x is None:` (the key feeds
+        # a sampler only when the caller left `x` out: `if x_prop is None: x_prop = sample(key, ...)`)
+        optional = {p.name for p in fn.params if p.has_default and isinstance(p.default, cst.Name)
+                    and p.default.value == "None"}
+
         def note(name: str, call: cst.Call) -> None:
-            needed = frozenset(g[5:] for g in model.call_guards.get(id(call), ()) if g[5:] in switches
-                               and g.startswith("true:"))
+            guards = model.call_guards.get(id(call), ())
+            needed = frozenset([g[5:] for g in guards if g[5:] in switches and g.startswith("true:")]
+                               + [g for g in guards if g.startswith("none:") and g[5:] in optional])
             key = (id(fn), name)
             conditions[key] = conditions[key] & needed if key in conditions else needed
 
@@ -161,13 +167,21 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
 def consumed_when(call: cst.Call, fn: FunctionInfo, offset: int, param: str, model: "ModuleModel") -> bool:
     """Whether a call of `fn` (a key consumer of this module) can draw from the key it gives `param`:
     not when `fn` draws from it only under a flag off by default (`if shuffle:`) that the call leaves
-    out or passes as a false literal (`data_loader(rng, data, bs)` for evaluation)."""
+    out or passes as a false literal (`data_loader(rng, data, bs)` for evaluation), nor when it draws
+    only under `if x is None:` and the call gives `x`."""
     key_consumers(model)
     needed = model.__dict__.get("_key_conditions", {}).get((id(fn), param))
     if not needed:
         return True
     given = dict(handed_values(call, signature(fn), offset))
-    return not any(flag not in given or (given[flag] is not None and _falsy(given[flag])) for flag in needed)
+    for flag in needed:
+        if flag.startswith("none:"):  # drawn from only when the call leaves the parameter None
+            value = given.get(flag[5:])
+            if flag[5:] in given and value is not None and not (isinstance(value, cst.Name) and value.value == "None"):
+                return False
+        elif flag not in given or (given[flag] is not None and _falsy(given[flag])):
+            return False
+    return True
 
 
 def handed_values(call: cst.Call, params: list[ConsumedParam], offset: int
