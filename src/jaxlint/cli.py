@@ -439,18 +439,27 @@ def _stop_interrupted() -> NoReturn:
 
 
 def entry() -> None:
-    """The console script: click's own handling, and one line instead of a traceback for anything else."""
+    """The console script: click's handling of usage errors, exit 130 for an interrupt wherever it lands
+    (click itself would turn one that arrives while it parses the options into "Aborted!" and exit 1),
+    and one line instead of a traceback for anything else."""
     try:
-        main(standalone_mode=True, prog_name="jaxlint")
+        code = main(standalone_mode=False, prog_name="jaxlint")
     except SystemExit:
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, click.exceptions.Abort):
         _stop_interrupted()
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:  # `jaxlint . | head`: the reader left; say nothing more
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - (the interpreter flushes it on the way out)
+        sys.exit(1)
     except Exception as exc:  # noqa: BLE001
         if "--verbose" in sys.argv or "-v" in sys.argv:
             traceback.print_exc()
         click.echo(f"jaxlint: internal error: {type(exc).__name__}: {exc} (run with --verbose for details)", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover
