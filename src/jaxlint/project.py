@@ -418,16 +418,14 @@ class ProjectIndex:
         if not imported and not _ISOLATION_RULES.intersection(asking) and not self._imported_elsewhere(me, path) \
                 and not self.static_names():
             return None
-        imported_static: list[frozenset[str]] = []  # the imported modules' pytree classes' static names
+        @functools.lru_cache(maxsize=None)
+        def imported_static() -> frozenset[str]:  # the imported modules' pytree classes' static names
+            return frozenset(n for mod in imported for facts in self.classes(mod).values() if facts.pytree
+                             for n in facts.static_fields | facts.python_attributes)
 
         def static_name(name: str) -> bool:
-            if self.static_name(name):
-                return True
-            if not imported_static:  # read on the first question
-                imported_static.append(frozenset(
-                    n for mod in imported for facts in self.classes(mod).values() if facts.pytree
-                    for n in facts.static_fields | facts.python_attributes))
-            return name in imported_static[0]
+            return self.static_name(name) or name in imported_static()  # (read on the first question)
+
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
             if full.rpartition(".")[0] == me:

@@ -12,7 +12,8 @@ from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
 from ..semantic.loops import (
-    clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, repeating,
+    clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, loop_levels,
+    repeating,
 )
 from ..syntax import (
     _arg, _int_leaf, _literal_values, _str_leaf, args_at, code_of, contains, descendants, dotted, iter_children,
@@ -297,17 +298,8 @@ def _options_vary(jit: cst.Call, loop: LoopInfo) -> bool:
 def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
     """A call made once per entry of a table of configurations, with the entry (or a value computed from it)
     as an argument (`for name in SETTINGS: run(name)`): each call builds what that configuration needs."""
-    node = loop.node
-    if isinstance(node, cst.For):
-        tables = [node.iter]
-    elif isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
-        tables, level = [], node.for_in  # `{n: run(n) for n in SIZES}`
-        while level is not None:
-            tables.append(level.iter)
-            level = level.inner_for_in
-    else:
-        return False
-    if not any(literal_table(t, where.model, loop.scope) for t in tables):
+    # (`{n: run(n) for n in SIZES}` as well as a `for` loop)
+    if not any(literal_table(it, where.model, loop.scope) for _target, it in loop_levels(loop)):
         return False
     return any(from_item(a.value, loop) for a in call.args)
 

@@ -211,8 +211,6 @@ class PrngKeyReuse(Rule):
                 # `utils.sample_noise(key, shape)`: a function of another project file that consumes it
                 model = self._where.model
                 if model.project is None:
-                    # (a name bound from `split`/`PRNGKey` here, or one that ends like a key — `key`,
-                    # `dropout_rng` — not any key-like name: `rng_filters` holds something else)
                     for qual, key in imported_handoffs(call, model, self._scope, self._sure_keys(state)):
                         self._hand_off(qual, key, state, loop_names)
                     return

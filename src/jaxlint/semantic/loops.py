@@ -138,21 +138,28 @@ def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel
     return True
 
 
+def loop_levels(loop: LoopInfo) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(target, iterable) of a `for` loop, or of each `for` of a comprehension; none for a `while`."""
+    node = loop.node
+    if isinstance(node, cst.For):
+        return [(node.target, node.iter)]
+    levels: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+    level = node.for_in if isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) else None
+    while level is not None:
+        levels.append((level.target, level.iter))
+        level = level.inner_for_in
+    return levels
+
+
 def from_item(expr: cst.BaseExpression, loop: LoopInfo, depth: int = 0) -> bool:
     """Whether an expression reads the item of a `for` loop or a comprehension, itself or through names the
     loop body binds from it (`nspb = min(cap, n)` in `for n in sizes`)."""
-    node = loop.node
     if depth > 3:
         return False
-    if isinstance(node, cst.For):
-        items = set(_target_names(node.target))
-    elif isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
-        items, level = set(), node.for_in  # `[run(x, n) for n in sizes]`
-        while level is not None:
-            items |= set(_target_names(level.target))
-            level = level.inner_for_in
-    else:
+    levels = loop_levels(loop)  # (`[run(x, n) for n in sizes]`: every `for` of a comprehension)
+    if not levels:
         return False
+    items = {name for target, _iter in levels for name in _target_names(target)}
     names: set[str] = set()
     stack: list[cst.CSTNode] = [expr]
     while stack:
@@ -165,7 +172,7 @@ def from_item(expr: cst.BaseExpression, loop: LoopInfo, depth: int = 0) -> bool:
     for name in sorted(names):
         values = loop.bound.get(name, [])
         if None in values:  # `a, n = case`: the whole value unpacked
-            values = values + [a.value for a in descendants(node) if isinstance(a, cst.Assign)
+            values = values + [a.value for a in descendants(loop.node) if isinstance(a, cst.Assign)
                                and any(name in _target_names(t.target) for t in a.targets)]
         if any(v is not None and from_item(v, loop, depth + 1) for v in values):
             return True

@@ -22,7 +22,7 @@ from ..jaxapi import (
 from ..syntax import container_path, _flatten, _is_literal, _returns, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
 from .frameworks import linen_variables_at
-from .scopes import UNSTAGED, FunctionInfo, dead_branch
+from .scopes import UNSTAGED, FunctionInfo, Scope, dead_branch
 
 if TYPE_CHECKING:
     from .model import ModuleModel
@@ -429,12 +429,9 @@ class Values:
         """Whether a traced expression is evidently an array, not some object that holds tracers."""
         if depth > 6 or not self.traced(e):
             return False
-        if isinstance(e, (cst.BinaryOperation, cst.UnaryOperation)):
+        if _array_expression(e, self.m, self.fn):
             return True
         if isinstance(e, cst.Call):
-            q = self.m.resolve(e.func, self.fn)
-            if q is not None and q.startswith(STAGING_MODULES):
-                return True
             if isinstance(e.func, cst.Attribute) and self.is_array_like(e.func.value, depth + 1):
                 return True
             # a traced result of a function of this module whose every return computes an array
@@ -770,14 +767,12 @@ def _returns_arrays(fn: "FunctionInfo", m: "ModuleModel") -> bool:
     known = m.__dict__.setdefault("_array_returning", {})
     if id(fn) not in known:
         values = [r.value for r in _returns(fn.node.body)]  # type: ignore[union-attr]
-
-        def computed(v: Optional[cst.BaseExpression]) -> bool:
-            if isinstance(v, (cst.BinaryOperation, cst.UnaryOperation)):
-                return True
-            if isinstance(v, cst.Call):
-                q = m.resolve(v.func, fn) or ""
-                return q.startswith(STAGING_MODULES)
-            return False
-
-        known[id(fn)] = bool(values) and all(computed(v) for v in values)
+        known[id(fn)] = bool(values) and all(v is not None and _array_expression(v, m, fn) for v in values)
     return known[id(fn)]
+
+
+def _array_expression(e: cst.BaseExpression, m: "ModuleModel", scope: "Scope") -> bool:
+    """Arithmetic, or a call of jax/jnp: what computes an array when anything in it is traced."""
+    if isinstance(e, (cst.BinaryOperation, cst.UnaryOperation)):
+        return True
+    return isinstance(e, cst.Call) and (m.resolve(e.func, scope) or "").startswith(STAGING_MODULES)
