@@ -13,7 +13,7 @@ from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
 from ..semantic.loops import (
     clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, loop_levels,
-    repeating,
+    repeating, restarts_each_pass,
 )
 from ..syntax import (
     _arg, _int_leaf, _literal_values, _str_leaf, args_at, code_of, contains, descendants, dotted, iter_children,
@@ -798,7 +798,8 @@ class JitInLoop(Rule):
         for name in _free_names(callable_, fn):
             if name in targets:
                 return True
-            if any(v is None or not loop_invariant(v, loop, where.model, where.scope) for v in loop.bound.get(name, [])):
+            if any(v is None or not loop_invariant(v, loop, where.model, where.scope) for v in loop.bound.get(name, [])) \
+                    and not restarts_each_pass(name, loop, where.model, where.scope):
                 return True
             inner = where.model.lookup_function(name, where.scope)
             if inner is not None and inner is not fn and loop.encloses(inner.loop_at_def) and (

@@ -138,6 +138,25 @@ def loop_invariant(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel
     return True
 
 
+def restarts_each_pass(name: str, loop: LoopInfo, model: ModuleModel, scope: Scope) -> bool:
+    """Whether each pass of `loop` binds `name` afresh, from the same value, before anything in the pass reads
+    it: its first binding is a statement of the loop body itself (no branch skips it) to a loop-invariant value,
+    and later bindings build only on it (`f = jax.vmap(step); f = jax.vmap(f, in_axes=1)`)."""
+    values = loop.bound.get(name, [])
+    node = loop.node
+    if not values or values[0] is None or not isinstance(node, (cst.For, cst.While)) \
+            or not isinstance(node.body, cst.IndentedBlock):
+        return False
+    first = values[0]
+    if not any(isinstance(line, cst.SimpleStatementLine) and any(
+            isinstance(st, cst.Assign) and st.value is first and len(st.targets) == 1
+            and isinstance(st.targets[0].target, cst.Name) for st in line.body) for line in node.body.body):
+        return False
+    if not loop_invariant(first, loop, model, scope):
+        return False
+    return all(v is not None and loop_invariant(v, loop, model, scope, frozenset({name})) for v in values[1:])
+
+
 def loop_levels(loop: LoopInfo) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """(target, iterable) of a `for` loop, or of each `for` of a comprehension; none for a `while`."""
     node = loop.node
