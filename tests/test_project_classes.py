@@ -117,3 +117,32 @@ def test_the_project_is_read_only_where_it_can_answer(tmp_path: Path) -> None:
     assert project.static_name("time_axis") and not project.static_name("scale")
     assert not project.static_name("height")
     assert "unrelated.py" not in {Path(p).name for p in index.modelled}  # it declares none of those names
+
+
+@pytest.mark.parametrize("register", [True, False], ids=["registered", "plain"])
+def test_modules_in_newer_python_syntax_still_tell_their_imports(tmp_path: Path, register: bool) -> None:
+    """A module using syntax newer than the running Python (a generic `def register[T](cls: type[T])`,
+    which libcst reads and `ast` before 3.12 does not) still tells which names it imports: a base whose
+    `__init_subclass__` registers each subclass through such a helper, re-exported by the package, makes
+    the subclass a pytree, so jitting its method is fine; without the registration it is not."""
+    from project_files import write
+
+    helper = ("import dataclasses\nfrom jax._src.tree_util import register_dataclass\n\n\n"
+              "def register[T](cls: type[T]) -> type[T]:\n"
+              "    names = [f.name for f in dataclasses.fields(cls)]\n"
+              "    register_dataclass(cls, data_fields=names, meta_fields=[])\n"
+              "    return cls\n")
+    hook = "        register(cls)\n" if register else "        pass\n"
+    write(tmp_path, "ops/__init__.py", "from ops.base import Operator\n")
+    write(tmp_path, "ops/utils.py", helper)
+    write(tmp_path, "ops/base.py", "from dataclasses import dataclass\n\nfrom .utils import register\n\n\n"
+          "class Operator:\n    def __init_subclass__[S](cls: type[S], **kwargs) -> None:\n"
+          "        dataclass(frozen=True)(cls)\n" + hook)
+    write(tmp_path, "ops/scale.py", "import jax\n\nfrom ops import Operator\n\n\n"
+          "class Scale(Operator):\n    factor: float\n\n"
+          "    @jax.jit\n    def mv(self, x):\n        return self.factor * x\n")
+    proc = subprocess.run([sys.executable, "-m", "jaxlint", "--isolated", "--no-verify", "--no-cache", "--format",
+                           "json", "ops"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    found = [(Path(f["path"]).name, f["name"]) for f in json.loads(proc.stdout)["findings"]]
+    assert proc.returncode == (0 if register else 1), proc.stdout + proc.stderr
+    assert found == ([] if register else [("scale.py", "jit-method-self")])

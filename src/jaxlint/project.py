@@ -217,8 +217,8 @@ class ProjectIndex:
         if known is None:
             try:
                 with open(path, "rb") as f:
-                    tree = ast.parse(f.read())
-            except (OSError, SyntaxError, ValueError, RecursionError):
+                    tree = import_tree(f.read(), module_level=True)
+            except OSError:
                 tree = None
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             known = self._imports[path] = {local: absolute(qual, me, is_pkg)
@@ -514,6 +514,35 @@ def absolute(qualname: str, module: str, is_package: bool) -> str:
     return ".".join(parts)
 
 
+def import_tree(source: bytes, module_level: bool) -> Optional[ast.Module]:
+    """The module as Python's `ast` reads it, for its import statements. Syntax newer than the running
+    Python (`def f[T](x: T)`, which libcst reads) is read with libcst instead, keeping only the import
+    statements (those of functions and classes too, unless `module_level`): a module written for a newer
+    Python still tells which names it imports."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        pass
+    try:
+        module = cst.parse_module(source)
+    except (cst.ParserSyntaxError, RecursionError, UnicodeError, ValueError):
+        return None
+    body: list[ast.stmt] = []
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            try:  # (an import statement alone is valid on every Python 3)
+                body.extend(ast.parse(module.code_for_node(node)).body)
+            except (SyntaxError, ValueError):
+                pass
+            continue
+        if isinstance(node, cst.BaseExpression) or module_level and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        stack.extend(reversed(node.children))
+    return ast.Module(body=body, type_ignores=[])
+
+
 def module_imports(tree: ast.Module) -> dict[str, str]:
     """The names a module's own statements import (not its functions' or classes'), each with the name
     it imports as written (`.losses.l2`); a name imported twice differently is left out."""
@@ -553,9 +582,8 @@ def module_imports(tree: ast.Module) -> dict[str, str]:
 def _imported_modules(source: bytes, module: str, is_package: bool) -> tuple[str, ...]:
     """The absolute names of the modules a file imports from (and of the names it imports, which may
     be modules themselves: `from pkg import agents`)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = import_tree(source, module_level=False)
+    if tree is None:
         return ()
     out: list[str] = []
     for node in ast.walk(tree):

@@ -76,14 +76,25 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
+
+
 def dotted(expr: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` for a Name/Attribute chain, else None."""
+    # (exact type tests: libcst's node classes check `isinstance` through their ABC metaclass, which is
+    # slow when it fails, and this runs for nearly every node the model resolves)
+    tp = type(expr)
+    if tp is _NAME:
+        return expr.value  # type: ignore[attr-defined]
+    if tp is not _ATTRIBUTE:
+        return None
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if isinstance(expr, cst.Name):
-        parts.append(expr.value)
+    while tp is _ATTRIBUTE:
+        parts.append(expr.attr.value)  # type: ignore[attr-defined]
+        expr = expr.value  # type: ignore[attr-defined]
+        tp = type(expr)
+    if tp is _NAME:
+        parts.append(expr.value)  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
     return None
 

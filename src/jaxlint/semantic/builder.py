@@ -891,7 +891,33 @@ def _scalar_items(expr: cst.BaseExpression) -> bool:
     return True
 
 
+# JAX's private modules whose names are the public modules' own objects (`from jax._src.tree_util import
+# register_pytree_with_keys` is `jax.tree_util.register_pytree_with_keys`).
+_PRIVATE_HOMES = {
+    "jax._src.api": "jax",
+    "jax._src.tree_util": "jax.tree_util",
+    "jax._src.random": "jax.random",
+    "jax._src.numpy.lax_numpy": "jax.numpy",
+    "jax._src.lax.lax": "jax.lax",
+    "jax._src.lax.control_flow": "jax.lax",
+    "jax._src.custom_derivatives": "jax",
+    "jax._src.debugging": "jax.debug",
+}
+
+
+def public_name(qual: str) -> str:
+    """`jax._src.tree_util.register_pytree_node` -> `jax.tree_util.register_pytree_node`; others unchanged."""
+    if qual.startswith("jax._src."):
+        module, _, name = qual.rpartition(".")
+        for private in (qual, module):
+            home = _PRIVATE_HOMES.get(private)
+            if home is not None:
+                return home if private == qual else f"{home}.{name}"
+    return qual
+
+
 def _note_import(scope: Scope, local: str, qual: str) -> None:
+    qual = public_name(qual)
     if scope.imports.get(local, qual) != qual:
         scope.ambiguous_imports.add(local)
     scope.imports[local] = qual
