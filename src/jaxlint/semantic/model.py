@@ -1022,7 +1022,7 @@ class ModuleModel:
         owner = fn.params[0].name if static else ""
         if annotation_name(node.returns) not in ("int", "bool", "str") \
                 and not all(_mentions_static_fact(r) or _bound_to_static_fact(fn, r)
-                            or _reads_own_field(r, owner, static) for r in returns if r is not None):
+                            or _built_from_own_fields(fn, r, owner, static) for r in returns if r is not None):
             return False
         pytrees = {fn.params[0].name} if fn.is_method and fn.params else set()
         flags = self.returns_given(fn, {p.name for p in fn.params}, pytrees)
@@ -2249,6 +2249,28 @@ def _reads_own_field(e: cst.BaseExpression, owner: str, fields: set[str]) -> boo
 
     e.visit(_Seek())
     return found
+
+
+def _built_from_own_fields(fn: FunctionInfo, e: cst.BaseExpression, owner: str, fields: set[str],
+                           depth: int = 0, seen: frozenset[str] = frozenset()) -> bool:
+    """`box = np.asarray(self.box_size); f = np.clip(box, 0, 1); return np.min(box / f)`: a return that reads
+    the instance's static fields, directly or through locals each binding of which does (or reads a shape, a
+    length or a literal). A filter, not a proof: the summary then decides."""
+    if not fields or depth > 3:
+        return False
+    if _reads_own_field(e, owner, fields) or depth and _mentions_static_fact(e):
+        return True
+    names = {n.value for n in descendants(e) if isinstance(n, cst.Name)
+             and n.value in fn.assigned and fn.param(n.value) is None}
+    if not names:
+        return False
+    for name in names - seen:  # (`f = 1.0 + np.minimum(f, 1.0 - f)`: its other bindings decide)
+        values = [v for t, v, how in fn.events if how in ("=", "aug") and isinstance(t, cst.Name) and t.value == name]
+        if len(values) != len(fn.assigned[name]) or not all(
+                v is not None and _built_from_own_fields(fn, v, owner, fields, depth + 1, seen | {name})
+                for v in values):
+            return False
+    return True
 
 
 def _bound_to_static_fact(fn: FunctionInfo, e: cst.BaseExpression) -> bool:
