@@ -74,7 +74,8 @@ class ArrayItemAssignment(Rule):
             if before:  # the binding in force at the store decides, not the parameter's annotation
                 latest = before[-1].assigned
                 return latest is not None and (self._jax_value(latest, owner, where)  # `buf = jnp.asarray(buf)`
-                                               or self._array_arithmetic(latest, owner, before[-1].target, model))
+                                               or self._array_arithmetic(latest, owner, before[-1].target, model)
+                                               or self._annotated_array(latest, owner, model))
         if isinstance(owner, FunctionInfo):
             p = owner.param(name)
             if p is not None:
@@ -89,6 +90,12 @@ class ArrayItemAssignment(Rule):
                 return False
         values = owner.assigned.get(name, [])
         return bool(values) and all(v is not None and self._jax_value(v, owner, where) for v in values)
+
+    def _annotated_array(self, value: cst.BaseExpression, owner: FunctionInfo, model: ModuleModel) -> bool:
+        """`bounds: jax.Array = initial(x)`: the annotation of the binding says it is a JAX array (not a
+        type alias that admits a NumPy array)."""
+        head, ann = owner.annotated.get(id(value), (None, None))
+        return head in ARRAY_ANNOTATIONS and not model.numpy_alias(ann, owner.parent or model.root)
 
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):

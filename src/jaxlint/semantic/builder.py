@@ -245,6 +245,10 @@ class _Builder:
 
     def on_annassign(self, node: cst.AnnAssign, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if node.value is not None:
+            if isinstance(node.target, cst.Name):
+                head = self._annotation(node.annotation, scope)
+                if head is not None:
+                    scope.annotated[id(node.value)] = (head, node.annotation.annotation)
             self.walk(node.value, scope, loop)
             self._bind_target(node.target, node.value, scope, loop)
             self._event(scope, node.target, node.value, "=")

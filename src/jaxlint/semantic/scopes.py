@@ -47,6 +47,9 @@ class Scope:
     # name -> source-order stamps of its bindings in this scope (for "rebound after the def")
     bind_order: dict[str, list[int]] = field(default_factory=dict)
     bind_loops: dict[str, list[Optional["LoopInfo"]]] = field(default_factory=dict)  # the loop of each binding
+    # id of a value bound with an annotation (`bounds: jax.Array = f(x)`) -> the annotation's head name
+    # (NumPy's keeping their module, as a parameter's) and the annotation as written
+    annotated: dict[int, tuple[str, cst.BaseExpression]] = field(default_factory=dict)
     order: int = 0  # source-order stamp of the scope's definition
 
     def binds(self, name: str) -> bool:
