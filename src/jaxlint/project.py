@@ -257,7 +257,19 @@ class ProjectIndex:
         if stem == "__init__":
             stem = os.path.basename(os.path.dirname(here))
         module = re.compile(rb"\b" + re.escape(stem.encode()) + rb"\b")
-        return any(word.search(text) and (not importing or module.search(text))
+        # A file with a module-level def, class or binding of its own under that name, which it does not
+        # import, means its own by the bare name: only `mod.name` there can be this file's.
+        escaped = re.escape(name.encode())
+        own = re.compile(rb"^(?:(?:async[ \t]+)?def|class)[ \t]+" + escaped + rb"\b|^" + escaped + rb"[ \t]*=(?!=)", re.M)
+        imported = re.compile(rb"^[ \t]*(?:from|import)[ \t][^\n]*\b" + escaped + rb"\b", re.M)
+        dotted_word = re.compile(rb"^[^#\n]*\." + escaped + tail, re.M)
+
+        def names_it(text: bytes) -> bool:
+            if own.search(text) and not imported.search(text):
+                return bool(dotted_word.search(text))
+            return bool(word.search(text))
+
+        return any(names_it(text) and (not importing or module.search(text))
                    for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
     def reads_attribute(self, name: str, besides: str) -> bool:
