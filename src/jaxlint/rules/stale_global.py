@@ -124,6 +124,7 @@ class StaleGlobal(Rule):
         if fn is None or not fn.traced or not fn.cached:
             return  # only a cached trace outlives a rebinding
         self._shape_reads = _shape_only_reads(node.body)
+        self._carried_reads = _carried_field_reads(node.body)
         candidates = self._candidates(fn, where)
         if not candidates:
             return
@@ -160,7 +161,7 @@ class StaleGlobal(Rule):
                 # also calls the cached function (a training loop decaying a closed-over rate).
                 if isinstance(s, FunctionInfo) and not s.traced:
                     for name in set(s.bind_order) - shadowed - set(s.defs) - set(s.classes) - set(s.imports):
-                        loop = _rebinding_loop_calling(name, s, fn, model)
+                        loop = _rebinding_loop_calling(name, s, fn, model, name in self._carried_reads)
                         if loop is not None:
                             out[name] = f"a loop of `{s.qualname}` rebinds it between calls"
                 shadowed |= set(s.bind_order) | set(s.defs) | set(s.classes) | set(s.imports)
@@ -211,8 +212,10 @@ class StaleGlobal(Rule):
                 later = []
         # (a name read only for its shape is stale only if a pass can give it another shape)
         shapes = name in self.__dict__.get("_shape_reads", frozenset())
+        carried = name in self.__dict__.get("_carried_reads", frozenset())
         later = [(order, loop) for order, loop in later
-                 if loop is None or not (_rebuilt_alike(name, loop, model, owner, shapes) or clears_caches(loop, model))]
+                 if loop is None or not (_rebuilt_alike(name, loop, model, owner, shapes) or clears_caches(loop, model)
+                                         or carried and _rebound_from_itself(name, loop))]
         later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
         if _applied_where_made(fn, model):
             later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
@@ -323,10 +326,12 @@ def _bare_return(body: cst.BaseSuite) -> bool:
         and len(stmts[0].body) == 1 and isinstance(stmts[0].body[0], cst.Return) and stmts[0].body[0].value is None
 
 
-def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, model: ModuleModel
-                            ) -> Optional[LoopInfo]:
+def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, model: ModuleModel,
+                            carried: bool = False) -> Optional[LoopInfo]:
     """A loop of `owner`, run after `fn` is defined there, that both rebinds `name` and calls `fn` (by
-    the name it is defined under): each pass after the first reuses the trace of the first value."""
+    the name it is defined under): each pass after the first reuses the trace of the first value. With
+    `carried` (`fn` reads only fields every update carries over), a loop that only updates the old value
+    (`state = train_step(state, batch)`) does not count."""
     if fn.parent is not owner:
         return None
     values = owner.assigned.get(name, [])
@@ -336,6 +341,8 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
         value = values[i] if i < len(values) else None
         if value is not None and (loop_invariant(value, loop, model, owner) or _rebuilt_alike(name, loop, model, owner)):
             continue  # `env = make_env(cfg)` on every pass, from names the loop never changes: the same value
+        if carried and _rebound_from_itself(name, loop):
+            continue
         for call, scope, call_loop in model.all_calls:
             if (scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
                     and call.func.value == fn.name):
@@ -419,6 +426,44 @@ def _shape_only_reads(body: cst.CSTNode) -> frozenset[str]:
     for name in _loads(body):
         reads[name.value] = reads.get(name.value, True) and id(name) in facts
     return frozenset(n for n, only in reads.items() if only)
+
+
+# The fields of a Flax `TrainState` that are static pytree metadata: the model's `apply` and the optimizer.
+# `apply_gradients`, `replace` of other fields and every JAX transform (a pmapped step returning the new
+# state, `replicate`) carry them over unchanged.
+_CARRIED_FIELDS = frozenset({"apply_fn", "tx"})
+
+
+def _carried_field_reads(body: cst.CSTNode) -> frozenset[str]:
+    """The names a function body reads only for a train state's static fields (`state.apply_fn(...)`)."""
+    facts = {id(n.value) for n in descendants(body) if isinstance(n, cst.Attribute)
+             and isinstance(n.value, cst.Name) and n.attr.value in _CARRIED_FIELDS}
+    reads: dict[str, bool] = {}
+    for name in _loads(body):
+        reads[name.value] = reads.get(name.value, True) and id(name) in facts
+    return frozenset(n for n, only in reads.items() if only)
+
+
+def _rebound_from_itself(name: str, loop: LoopInfo) -> bool:
+    """Whether every binding of `name` in the loop body computes the new value from the old one
+    (`state, metrics = p_train_step(state, batch)`, `state = state.apply_gradients(grads=g)`), never a
+    fresh one (`state = create_train_state(...)`) nor one replacing a carried field (`replace(tx=...)`)."""
+    if not isinstance(loop.node, (cst.For, cst.While)):
+        return False
+    found = False
+    for n in descendants(loop.node.body):
+        if isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.With)):
+            targets = [n.target] if not isinstance(n, cst.With) else [i.asname.name for i in n.items if i.asname]
+            if any(name in _target_names(t) for t in targets):
+                return False
+        if not isinstance(n, cst.Assign) or not any(name in _target_names(t.target) for t in n.targets):
+            continue
+        if not any(isinstance(r, cst.Name) and r.value == name for r in descendants(n.value)) or any(
+                isinstance(a, cst.Arg) and a.keyword is not None and a.keyword.value in _CARRIED_FIELDS
+                for a in descendants(n.value)):
+            return False
+        found = True
+    return found
 
 
 def _applied_where_made(fn: FunctionInfo, model: ModuleModel) -> bool:
