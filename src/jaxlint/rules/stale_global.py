@@ -20,23 +20,23 @@ def _loads(node: cst.CSTNode) -> Iterator[cst.Name]:
     out: list[cst.Name] = []
     while stack:
         n = stack.pop()
-        if isinstance(n, cst.Name):
-            out.append(n)
+        tp = type(n)  # (exact type tests: a failed `isinstance` on libcst's node classes is slow)
+        if tp is cst.Name:
+            out.append(n)  # type: ignore[arg-type]
             continue
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if tp in _SKIPPED:
             continue
-        if isinstance(n, cst.Attribute):
-            stack.append(n.value)
+        if tp is cst.Attribute or tp is cst.Arg:
+            stack.append(n.value)  # type: ignore[attr-defined]
             continue
-        if isinstance(n, cst.Arg):
-            stack.append(n.value)
-            continue
-        if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name):
+        if tp is cst.AssignTarget and type(n.target) is cst.Name:  # type: ignore[attr-defined]
             continue  # `X = …` under `global X` writes, it does not read
-        if isinstance(n, (cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom)):
-            continue
         stack.extend(reversed(list(iter_children(n))))
     return iter(out)
+
+
+# Nodes `_loads` does not look into: other scopes, and statements that only name things.
+_SKIPPED = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom})
 
 
 class StaleGlobal(Rule):

@@ -522,16 +522,18 @@ class _Builder:
             self.m.eager_calls.add(id(node))
         if self.nojit:
             self.m.nojit_calls.add(id(node))
-        if isinstance(node.func, cst.Call):
-            self.m.applied_calls.add(id(node.func))
-            self.m.applied_parent[id(node.func)] = node
-        elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call) \
-                and node.func.attr.value in ("lower", "trace", "eval_shape"):
-            self.m.applied_parent[id(node.func.value)] = node  # jax.jit(f).lower(args): f receives args
+        func = node.func
+        ftp = type(func)  # (exact type tests: a failed `isinstance` on libcst's node classes is slow)
+        if ftp is cst.Call:
+            self.m.applied_calls.add(id(func))
+            self.m.applied_parent[id(func)] = node
+        elif ftp is cst.Attribute and type(func.value) is cst.Call \
+                and func.attr.value in ("lower", "trace", "eval_shape"):  # type: ignore[attr-defined]
+            # jax.jit(f).lower(args): f receives args
+            self.m.applied_parent[id(func.value)] = node  # type: ignore[attr-defined]
         if isinstance(scope, FunctionInfo):
             scope.calls.append(node)
-            func = node.func
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and node.args \
+            if ftp is cst.Attribute and type(func.value) is cst.Name and node.args \
                     and func.attr.value in ("pop", "get", "setdefault") and not node.args[0].keyword \
                     and isinstance(node.args[0].value, (cst.SimpleString, cst.ConcatenatedString)):
                 scope.string_keyed.add(func.value.value)  # `aux.pop("penalty")`: arrays have no such method

@@ -1223,13 +1223,12 @@ class ModuleModel:
         while stack:
             n = stack.pop()
             targets: list[cst.BaseExpression] = []
-            if isinstance(n, cst.Assign):
-                targets = [t.target for t in n.targets]
-            elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
-                targets = [n.target]
-            elif isinstance(n, (cst.For, cst.CompFor)):
-                targets = [n.target]
-            elif isinstance(n, cst.Call) and (dotted(n.func) or "").rpartition(".")[2] in ("setattr", "__setattr__"):
+            tp = type(n)  # (exact type tests: a failed `isinstance` on libcst's node classes is slow)
+            if tp is cst.Assign:
+                targets = [t.target for t in n.targets]  # type: ignore[attr-defined]
+            elif tp is cst.AugAssign or tp is cst.AnnAssign or tp is cst.For or tp is cst.CompFor:
+                targets = [n.target]  # type: ignore[attr-defined]
+            elif tp is cst.Call and (dotted(n.func) or "").rpartition(".")[2] in ("setattr", "__setattr__"):  # type: ignore[attr-defined]
                 # `setattr(obj, "n", v)`, `object.__setattr__(self, "n", v)`, `self.__setattr__("n", v)`
                 names = [a.value for a in n.args[:2] if isinstance(a.value, cst.SimpleString)
                          and isinstance(a.value.evaluated_value, str)]

@@ -734,19 +734,25 @@ def _rebinds(body: cst.CSTNode, name: str) -> bool:
     return False
 
 
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
 def _index_loop_reads(node: cst.CSTNode, active: dict[str, cst.For], table: dict[int, cst.For]) -> None:
     """Record, for each name read inside a `for NAME in ...:` body that does not rebind NAME, that loop."""
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+    # (exact type tests: the node classes are final, and a failed `isinstance` on them is slow)
+    tp = type(node)
+    if tp in _SCOPES:
         return
-    if isinstance(node, cst.Name):
-        loop = active.get(node.value)
+    if tp is cst.Name:
+        loop = active.get(node.value)  # type: ignore[attr-defined]
         if loop is not None:
             table[id(node)] = loop
         return
-    if isinstance(node, cst.Attribute):  # (`self.mask` reads the attribute, not the name)
-        _index_loop_reads(node.value, active, table)
+    if tp is cst.Attribute:  # (`self.mask` reads the attribute, not the name)
+        _index_loop_reads(node.value, active, table)  # type: ignore[attr-defined]
         return
-    if isinstance(node, cst.For):
+    if tp is cst.For:
+        assert isinstance(node, cst.For)
         _index_loop_reads(node.iter, active, table)
         inner = active
         if isinstance(node.target, cst.Name) and not _rebinds(node.body, node.target.value):
