@@ -133,9 +133,10 @@ def _is_const(expr: Optional[cst.BaseExpression], value: str) -> bool:
 def _returns(node: cst.CSTNode) -> Iterator[cst.Return]:
     """Return statements of a function body, not of nested functions or classes."""
     for child in iter_children(node):
-        if isinstance(child, cst.Return):
-            yield child
-        elif not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        tp = type(child)  # (exact type tests: a failed `isinstance` on libcst's node classes is slow)
+        if tp is cst.Return:
+            yield child  # type: ignore[misc]
+        elif tp is not cst.FunctionDef and tp is not cst.ClassDef and tp is not cst.Lambda:
             yield from _returns(child)
 
 

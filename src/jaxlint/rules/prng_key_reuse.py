@@ -22,6 +22,7 @@ _KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
 # Random generators with their own state: each draw advances them, so passing one twice is no reuse.
 _STATEFUL_GENERATORS = frozenset({"numpy.random.Generator", "numpy.random.RandomState", "random.Random"})
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+_EXIT_TYPES = frozenset(_EXITS)
 # Exact types (libcst's concrete node classes have no subclasses): cheaper than isinstance on them.
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
@@ -579,22 +580,23 @@ class PrngKeyReuse(Rule):
     def _block(self, stmts: list[cst.CSTNode], state: _State, loop_names: Optional[Container[str]]) -> tuple[_State, bool]:
         for stmt in stmts:
             self._state_keys = state.keys
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Assign):
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:  # type: ignore[attr-defined]
+                    tp = type(small)  # (exact type tests: a failed `isinstance` on libcst's nodes is slow)
+                    if tp is cst.Assign:
                         self._expr(small.value, state, loop_names)
                         for t in small.targets:
                             self._state_keys = state.keys
                             self._bind(t.target, small.value, state)
-                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    elif tp is cst.AnnAssign and small.value is not None:
                         self._expr(small.value, state, loop_names)
                         self._bind(small.target, small.value, state)
-                    elif isinstance(small, cst.AugAssign):
+                    elif tp is cst.AugAssign:
                         self._expr(small.value, state, loop_names)
                         self._bind(small.target, None, state)
                     else:
                         self._expr(small, state, loop_names)
-                    if isinstance(small, _EXITS):
+                    if tp in _EXIT_TYPES:
                         return state, True
             elif isinstance(stmt, cst.If):
                 self._expr(stmt.test, state, loop_names)

@@ -93,11 +93,12 @@ class ModuleUses:
         return (self.model.resolve(call.func, scope) or "") in self.model.transforms
 
     def _visit(self, node: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(node, cst.Name):
+        tp = type(node)  # (exact type tests: a failed `isinstance` on libcst's node classes is slow)
+        if tp is cst.Name:
             self._record(node, scope, "other", None, None)
-        elif isinstance(node, cst.Call):
+        elif tp is cst.Call:
             self._visit_call(node, scope, None)
-        elif isinstance(node, cst.Assign):
+        elif tp is cst.Assign:
             alias = None
             if scope is self.model.root and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 alias = node.targets[0].target.value
@@ -110,7 +111,7 @@ class ModuleUses:
             for t in node.targets:
                 if not isinstance(t.target, cst.Name):
                     self._visit(t.target, scope)
-        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        elif tp is cst.FunctionDef or tp is cst.Lambda:
             fn = self.model.fn_of_node.get(id(node))
             for d in getattr(node, "decorators", ()):
                 self._visit(d, scope)
@@ -120,30 +121,30 @@ class ModuleUses:
                     self._visit(p.default, scope)
             if fn is not None:
                 self._visit(node.body, fn)
-        elif isinstance(node, cst.ClassDef):
+        elif tp is cst.ClassDef:
             for part in [*node.decorators, *node.bases, *node.keywords]:
                 self._visit(part, scope)
             cls = self.classes.get(id(node))
             if cls is not None:
                 self._visit(node.body, cls)
-        elif isinstance(node, cst.Attribute):
+        elif tp is cst.Attribute:
             self._visit(node.value, scope)
-        elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
+        elif tp is cst.Import or tp is cst.ImportFrom or tp is cst.Global or tp is cst.Nonlocal:
             return
-        elif isinstance(node, (cst.For, cst.CompFor)):
+        elif tp is cst.For or tp is cst.CompFor:
             for child in iter_children(node):
                 if child is not node.target:  # a store, not a use
                     self._visit(child, scope)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        elif tp is cst.AugAssign or tp is cst.AnnAssign:
             if node.value is not None:
                 self._visit(node.value, scope)
             if not isinstance(node.target, cst.Name):
                 self._visit(node.target, scope)
-        elif isinstance(node, cst.NamedExpr):
+        elif tp is cst.NamedExpr:
             self._visit(node.value, scope)
-        elif isinstance(node, (cst.AsName, cst.Del)):
+        elif tp is cst.AsName or tp is cst.Del:
             return
-        elif isinstance(node, cst.Arg):
+        elif tp is cst.Arg:
             self._visit(node.value, scope)
         else:
             for child in iter_children(node):
