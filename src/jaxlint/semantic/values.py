@@ -309,6 +309,8 @@ class Values:
         return self.m.frameworks.attribute_traced(self, e)
 
     def traced(self, e: cst.BaseExpression) -> bool:  # noqa: C901 - one dispatch on node type
+        if type(e) in _NEVER_TRACED:
+            return False  # (before the `isinstance` chain, each failed test of which is slow on libcst's nodes)
         if isinstance(e, cst.Name):
             if not self.name_traced(e.value):
                 return False
@@ -735,6 +737,9 @@ def _rebinds(body: cst.CSTNode, name: str) -> bool:
 
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# Expressions that are never traced values: literals (an f-string formats a tracer into a str) and lambdas.
+_NEVER_TRACED = frozenset({cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+                           cst.FormattedString, cst.Ellipsis, cst.Lambda})
 
 
 def _index_loop_reads(node: cst.CSTNode, active: dict[str, cst.For], table: dict[int, cst.For]) -> None:
