@@ -95,7 +95,15 @@ class ArrayItemAssignment(Rule):
         """`bounds: jax.Array = initial(x)`: the annotation of the binding says it is a JAX array (not a
         type alias that admits a NumPy array)."""
         head, ann = owner.annotated.get(id(value), (None, None))
-        return head in ARRAY_ANNOTATIONS and not model.numpy_alias(ann, owner.parent or model.root)
+        if head not in ARRAY_ANNOTATIONS or model.numpy_alias(ann, owner.parent or model.root):
+            return False
+        # (the value says otherwise: `a: Array = np.array(...).transpose(...)  # type: ignore` is NumPy's)
+        e = value
+        while isinstance(e, (cst.Call, cst.Attribute, cst.Subscript)):
+            if isinstance(e, cst.Call) and (model.resolve(e.func, owner) or "").startswith("numpy."):
+                return False
+            e = e.func if isinstance(e, cst.Call) else e.value
+        return True
 
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):
