@@ -146,3 +146,19 @@ def test_modules_in_newer_python_syntax_still_tell_their_imports(tmp_path: Path,
     found = [(Path(f["path"]).name, f["name"]) for f in json.loads(proc.stdout)["findings"]]
     assert proc.returncode == (0 if register else 1), proc.stdout + proc.stderr
     assert found == ([] if register else [("scale.py", "jit-method-self")])
+
+
+def test_the_project_pass_parses_each_file_once(tmp_path: Path) -> None:
+    """Within the project pass, a file the index reads for its classes and then analyses again is parsed
+    once: the parsed module is shared (libcst's trees are immutable). Outside it, nothing is kept."""
+    import libcst as cst
+
+    from jaxlint import syntax
+
+    source = b"import jax\n\n\n@jax.jit\ndef f(x):\n    return x + 1\n"
+    with syntax.sharing_parses():
+        first = syntax.parse_shared(source)
+        assert syntax.parse_shared(source) is first
+        assert syntax.parse_shared(source + b"\n") is not first
+    assert syntax.parse_shared(source) is not first  # (no cache once the block is left)
+    assert isinstance(first, cst.Module) and first.code == source.decode()

@@ -25,6 +25,7 @@ from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from .rules.base import Rule
 from .rules.unused_suppression import UnusedSuppression
 from .suppress import Suppressions, skips_file
+from .syntax import parse_shared, sharing_parses
 from .notebook import NotebookError, is_notebook, load as load_notebook, set_aside_unreadable, to_cells
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
     if skips_file(raw):
         return [], []
     try:
-        module = cst.parse_module(raw)
+        module = parse_shared(raw)
     except cst.ParserSyntaxError as exc:
         return _only_if(codes, _syntax_error(raw, path, exc)), []
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
@@ -995,7 +996,8 @@ def run(settings: Settings) -> Result:
         follow_across_files(files + context, results, settings, errors, workers=workers, seeds=seeds)
     # Only the reported files are analysed again; the context files (a buffer's package, importers)
     # serve as the project whose classes they see.
-    with_project_classes(files, results, settings, seeds, project_files=files + context)
+    with sharing_parses():  # (the files the project pass reads and those it analyses again overlap)
+        with_project_classes(files, results, settings, seeds, project_files=files + context)
     findings = [f for path in files for f in results[path][0]]
     notes: list[str] = []
     if settings.tests_dir and findings:

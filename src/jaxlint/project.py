@@ -19,6 +19,7 @@ import libcst as cst
 
 from .semantic import ClassFacts, ModuleModel, ProjectClasses
 from .semantic.keys import ConsumedParam, module_key_params
+from .syntax import parse_shared
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".static(", b"meta_fields", b"register_static",
@@ -190,7 +191,7 @@ class ProjectIndex:
         try:
             with open(path, "rb") as f:
                 source = f.read()
-            model = ModuleModel(cst.parse_module(source), path, project=self.for_file(path, source), trace=False)
+            model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
@@ -364,7 +365,7 @@ class ProjectIndex:
             if path not in self._plain_models:  # modelled once, whatever the names asked of it
                 try:
                     with open(path, "rb") as f:
-                        self._plain_models[path] = ModuleModel(cst.parse_module(f.read()), path, trace=False)
+                        self._plain_models[path] = ModuleModel(parse_shared(f.read()), path, trace=False)
                 except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
                     self._plain_models[path] = None
             model = self._plain_models[path]

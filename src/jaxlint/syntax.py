@@ -1,6 +1,7 @@
 """libcst helpers without model knowledge: child iteration, dotted names, call arguments, literals."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -74,6 +75,38 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
                 if kind == 1:
                     out.append(item)
     return out
+
+
+# Parsed modules shared while `sharing_parses()` is active (the project pass: the files it reads for their
+# summaries and the files it analyses again are often the same, and parsing is most of the cost).
+_SHARED: Optional[dict[bytes, cst.Module]] = None
+_SHARED_MAX = 64
+
+
+@contextlib.contextmanager
+def sharing_parses() -> Iterator[None]:
+    """Within the block, `parse_shared` parses each distinct source once (at most 64 kept)."""
+    global _SHARED
+    saved, _SHARED = _SHARED, {}
+    try:
+        yield
+    finally:
+        _SHARED = saved
+
+
+def parse_shared(source: bytes) -> cst.Module:
+    """`cst.parse_module(source)`, or the module already parsed from the same bytes inside
+    `sharing_parses()` (libcst's trees are immutable, so one can serve every reader)."""
+    shared = _SHARED
+    if shared is None:
+        return cst.parse_module(source)
+    module = shared.get(source)
+    if module is None:
+        module = cst.parse_module(source)
+        if len(shared) >= _SHARED_MAX:
+            del shared[next(iter(shared))]  # (the oldest)
+        shared[source] = module
+    return module
 
 
 _NAME, _ATTRIBUTE = cst.Name, cst.Attribute
