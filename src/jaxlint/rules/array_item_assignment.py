@@ -53,7 +53,8 @@ class ArrayItemAssignment(Rule):
     Running the statement raises JAX's immutability `TypeError`.
 
     ## Known limitations
-    Arrays returned by functions other than JAX's own are not recognised.
+    Arrays returned by functions other than JAX's own are not recognised, unless the binding is annotated
+    as a JAX array (`bounds: jax.Array = initial(x)`) and its value is not visibly NumPy's.
 
     ## References
     - https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html

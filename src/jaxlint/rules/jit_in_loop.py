@@ -618,7 +618,8 @@ class JitInLoop(Rule):
     `jax.clear_caches()` recompiles on purpose, and `eqx.filter_jit` of a wrapper built equal on
     every pass (`filter_vmap(Partial(self.sample, kernel))`) hits equinox's cache: neither is flagged.
     Nor are passes that must compile anyway or that keep what they build: a jitted function stored
-    past its pass (a table filled in a setup loop) that reads nothing changing between passes; jit
+    past its pass (a table filled in a setup loop) that reads nothing changing between passes (a name
+    each pass binds afresh from the same value, `f = jax.vmap(step); f = jax.vmap(f)`, does not change); jit
     options or a static argument that take (a value computed from) the pass's item; a loop over arrays
     of different shapes, or over sizes (a table, or the list a parameter defaults to) the jitted function
     is called with arrays of; the item used as the index of a returned tuple; a jitted def that calls a

@@ -100,7 +100,9 @@ class StaleGlobal(Rule):
     `jax.clear_caches()`: neither is stale. A name bound to different wrappers in different branches
     (`train_fn = jax.pmap(jax.vmap(train))` in one, `train_fn = jax.pmap(train)` in the other) runs the
     function only at the calls each binding reaches, and a call with fewer arguments than the function
-    requires traces nothing. A setter that binds the global only to a module it imports (a lazy import)
+    requires traces nothing. A function that reads a train state only for its `apply_fn` or `tx` (static
+    fields every update carries over) is not stale when the loop only updates that state from itself
+    (`state, metrics = train_step(state, batch)`). A setter that binds the global only to a module it imports (a lazy import)
     sets the same object every time.
 
     ## References
