@@ -102,7 +102,8 @@ class StaleGlobal(Rule):
     function only at the calls each binding reaches, and a call with fewer arguments than the function
     requires traces nothing. A function that reads a train state only for its `apply_fn` or `tx` (static
     fields every update carries over) is not stale when the loop only updates that state from itself
-    (`state, metrics = train_step(state, batch)`). A setter that binds the global only to a module it imports (a lazy import)
+    (`state, metrics = train_step(state, batch)`). A name the function only hands to a parameter its
+    callee (a def of the module) never reads changes nothing and is not reported. A setter that binds the global only to a module it imports (a lazy import)
     sets the same object every time.
 
     ## References
@@ -142,6 +143,9 @@ class StaleGlobal(Rule):
                 continue
             if n in candidates and n not in seen and n not in local and _once_guard(node, n):
                 seen.add(n)  # `if _REGISTERED: return` in a procedure: it decides host-side work only
+                continue
+            if n in candidates and n not in seen and n not in local and _passed_only_unused(n, node, fn, model):
+                seen.add(n)  # `render(rays, rng)` where `render` never reads `rng`: the value changes nothing
                 continue
             if n in candidates and n not in seen and n not in local:
                 seen.add(n)
@@ -320,6 +324,37 @@ def _once_guard(node: Union[cst.FunctionDef, cst.Lambda], name: str) -> bool:
                 guards.add(id(test))
     reads = [n for n in _loads(node.body) if n.value == name]
     return bool(reads) and all(id(r) in guards for r in reads)
+
+
+def _passed_only_unused(name: str, node: Union[cst.FunctionDef, cst.Lambda], fn: FunctionInfo,
+                        model: ModuleModel) -> bool:
+    """Whether every read of `name` in the function is an argument of a call of a def of this module whose
+    parameter it fills is never read there (`render_rays(rays, vars, rng)` with `rng` unused)."""
+    reads = [r for r in _loads(node.body) if r.value == name]
+    if not reads:
+        return False
+    passed = 0
+    for call in descendants(node.body):  # (the body itself included: a lambda's may be the call)
+        if not isinstance(call, cst.Call) or any(a.star for a in call.args):
+            continue
+        args = [a for a in call.args if isinstance(a.value, cst.Name) and a.value.value == name]
+        if not args:
+            continue
+        ref = model.resolve_callable(call.func, fn)
+        if ref is None or not isinstance(ref.fn.node, cst.FunctionDef) or ref.lead:
+            return False
+        positional = [p for p in ref.fn.params if p.index is not None and not p.star]
+        for a in args:
+            if a.keyword is not None:
+                param = ref.fn.param(a.keyword.value)
+            else:
+                at = call.args.index(a) + ref.offset
+                param = positional[at] if at < len(positional) else None
+            if param is None or any(isinstance(r, cst.Name) and r.value == param.name
+                                    for r in descendants(ref.fn.node.body)):
+                return False
+            passed += 1
+    return passed == len(reads)
 
 
 def _bare_return(body: cst.BaseSuite) -> bool:
