@@ -160,5 +160,8 @@ def test_the_project_pass_parses_each_file_once(tmp_path: Path) -> None:
         first = syntax.parse_shared(source)
         assert syntax.parse_shared(source) is first
         assert syntax.parse_shared(source + b"\n") is not first
+        with syntax.sharing_parses():  # (another lint at once: the table stays while any block is open)
+            assert syntax.parse_shared(source) is first
+        assert syntax.parse_shared(source) is first
     assert syntax.parse_shared(source) is not first  # (no cache once the block is left)
     assert isinstance(first, cst.Module) and first.code == source.decode()

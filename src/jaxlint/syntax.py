@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from typing import Any, Callable, Iterator, Optional, Union
 
 import libcst as cst
@@ -78,34 +79,43 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 # Parsed modules shared while `sharing_parses()` is active (the project pass: the files it reads for their
-# summaries and the files it analyses again are often the same, and parsing is most of the cost).
-_SHARED: Optional[dict[bytes, cst.Module]] = None
+# summaries and the files it analyses again are often the same, and parsing is most of the cost). The
+# analysis runs on threads of its own (deep stacks), so the table is the process's, kept while any block
+# is open (the editor server may run several lints at once).
+_SHARED_LOCK = threading.Lock()
+_SHARED: dict[str, Any] = {"open": 0, "modules": None}
 _SHARED_MAX = 64
 
 
 @contextlib.contextmanager
 def sharing_parses() -> Iterator[None]:
     """Within the block, `parse_shared` parses each distinct source once (at most 64 kept)."""
-    global _SHARED
-    saved, _SHARED = _SHARED, {}
+    with _SHARED_LOCK:
+        if not _SHARED["open"]:
+            _SHARED["modules"] = {}
+        _SHARED["open"] += 1
     try:
         yield
     finally:
-        _SHARED = saved
+        with _SHARED_LOCK:
+            _SHARED["open"] -= 1
+            if not _SHARED["open"]:
+                _SHARED["modules"] = None
 
 
 def parse_shared(source: bytes) -> cst.Module:
     """`cst.parse_module(source)`, or the module already parsed from the same bytes inside
     `sharing_parses()` (libcst's trees are immutable, so one can serve every reader)."""
-    shared = _SHARED
+    shared: Optional[dict[bytes, cst.Module]] = _SHARED["modules"]
     if shared is None:
         return cst.parse_module(source)
     module = shared.get(source)
     if module is None:
         module = cst.parse_module(source)
-        if len(shared) >= _SHARED_MAX:
-            del shared[next(iter(shared))]  # (the oldest)
-        shared[source] = module
+        with _SHARED_LOCK:
+            if len(shared) >= _SHARED_MAX:
+                del shared[next(iter(shared))]  # (the oldest)
+            shared[source] = module
     return module
 
 
