@@ -19,7 +19,7 @@ import libcst as cst
 
 from .semantic import ClassFacts, ModuleModel, ProjectClasses
 from .semantic.keys import ConsumedParam, module_key_params
-from .syntax import parse_shared
+from .syntax import children, parse_shared
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".static(", b"meta_fields", b"register_static",
@@ -552,7 +552,7 @@ def import_tree(source: bytes, module_level: bool) -> Optional[ast.Module]:
             continue
         if isinstance(node, cst.BaseExpression) or module_level and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children(node)))
     return ast.Module(body=body, type_ignores=[])
 
 

@@ -63,24 +63,6 @@ def _fresh_per_trace(name: str, owner: FunctionInfo) -> bool:
         and name not in owner.assigned
 
 
-def _flattened_self(fn: FunctionInfo, model: ModuleModel) -> bool:
-    """A method of a pytree class decorated with a caching transform that traces its instance: JAX
-    flattens `self` at each call and hands the body a new object rebuilt from the leaves, so writing its
-    attributes changes that copy only (returned or dropped), never the caller's object. (A bound method
-    jitted elsewhere, `jax.jit(obj.step)`, closes over the real object: not this.)"""
-    if not fn.is_method or fn.cls is None or not fn.params or not isinstance(fn.node, cst.FunctionDef) \
-            or not (fn.cls.pytree or model.instances_are_pytrees(fn.cls)):
-        return False
-    from ..semantic.traced import static_param_names
-
-    for d in fn.node.decorators:
-        got = model.transform_of(d.decorator, fn.parent or model.root)
-        if got is not None and got[0].cached:
-            statics = static_param_names(fn, got[0], got[1], 0)
-            return statics is not None and fn.params[0].name not in statics
-    return False
-
-
 def _called_directly(fn: FunctionInfo, model: ModuleModel) -> bool:
     """Whether some call in the module runs `fn` itself, outside a trace: its caller's container is then the
     one written."""
@@ -538,7 +520,7 @@ class GlobalMutation(Rule):
                 return
             if values and all(self._untraceable(v, where) for v in values):
                 return  # caching a jitted callable or a literal on the instance leaks nothing
-            if _flattened_self(fn, where.model):
+            if where.model.self_rebuilt_per_call(fn):
                 return  # `@jax.jit def init(self, ...)` of a pytree class: `self` is the trace's own copy
             if where.model.scratch_attribute(target, fn):
                 return  # written before it is read on every call, and read nowhere else

@@ -451,18 +451,7 @@ def _fresh_key(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, ow
 def _shape_only_reads(body: cst.CSTNode) -> frozenset[str]:
     """The names a function body reads only for a shape fact (`x.shape`, `x.ndim`, `x.dtype`, `len(x)`):
     the trace depends on nothing else of their values."""
-    facts: set[int] = set()
-    for n in descendants(body):
-        if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) \
-                and n.attr.value in ("shape", "ndim", "dtype", "size"):
-            facts.add(id(n.value))
-        elif isinstance(n, cst.Call) and len(n.args) == 1 and isinstance(n.args[0].value, cst.Name) \
-                and (dotted(n.func) or "").rpartition(".")[2] in ("len", "shape", "ndim"):
-            facts.add(id(n.args[0].value))
-    reads: dict[str, bool] = {}
-    for name in _loads(body):
-        reads[name.value] = reads.get(name.value, True) and id(name) in facts
-    return frozenset(n for n, only in reads.items() if only)
+    return _read_only_through(body, frozenset({"shape", "ndim", "dtype", "size"}), frozenset({"len", "shape", "ndim"}))
 
 
 # The fields of a Flax `TrainState` that are static pytree metadata: the model's `apply` and the optimizer.
@@ -473,8 +462,20 @@ _CARRIED_FIELDS = frozenset({"apply_fn", "tx"})
 
 def _carried_field_reads(body: cst.CSTNode) -> frozenset[str]:
     """The names a function body reads only for a train state's static fields (`state.apply_fn(...)`)."""
-    facts = {id(n.value) for n in descendants(body) if isinstance(n, cst.Attribute)
-             and isinstance(n.value, cst.Name) and n.attr.value in _CARRIED_FIELDS}
+    return _read_only_through(body, _CARRIED_FIELDS)
+
+
+def _read_only_through(body: cst.CSTNode, attrs: frozenset[str], calls: frozenset[str] = frozenset()
+                       ) -> frozenset[str]:
+    """The names a function body reads only as `name.<one of attrs>` or as the one argument of a call
+    named in `calls` (`len(name)`)."""
+    facts: set[int] = set()
+    for n in descendants(body):
+        if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.attr.value in attrs:
+            facts.add(id(n.value))
+        elif calls and isinstance(n, cst.Call) and len(n.args) == 1 and isinstance(n.args[0].value, cst.Name) \
+                and (dotted(n.func) or "").rpartition(".")[2] in calls:
+            facts.add(id(n.args[0].value))
     reads: dict[str, bool] = {}
     for name in _loads(body):
         reads[name.value] = reads.get(name.value, True) and id(name) in facts

@@ -5,7 +5,6 @@ import libcst as cst
 
 from ..jaxapi import NUMPY_CONVERTING
 from ..semantic import ClassInfo
-from ..syntax import dotted
 from .base import Rule, Where, tracing_phrase
 
 _CONTAINER_LITERALS = (cst.List, cst.Tuple, cst.Dict, cst.ListComp, cst.DictComp)
@@ -92,44 +91,12 @@ class TracedConversion(Rule):
         if qual.startswith("numpy.") and qual[len("numpy."):] in NUMPY_CONVERTING:
             name = qual[len("numpy."):]
             if any(values.traced(p) for p in positional) and not (  # fails under grad alone too
-                    positional and name not in _EXPLICIT and self._wrapper_objects(positional[0], node, where)):
+                    positional and name not in _EXPLICIT and values.wrapper_objects(positional[0], node)):
                 self._report(node, f"`np.{name}`", where, f"use `jnp.{name}`")
             return
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("item", "tolist") and not node.args:
             if fn.abstract and values.traced(node.func.value):
                 self._report(node, f"`.{node.func.attr.value}()`", where, "keep it an array")
-
-    def _wrapper_objects(self, arg: cst.BaseExpression, call: cst.Call, where: Where) -> bool:
-        """`x = xarray_jax.Variable(dims, inputs); x = np.abs((x + 2) * (x - 3))`: NumPy's function of objects
-        of a class that is not JAX's nor NumPy's, built from the traced values (or arithmetic of them): the
-        class's own `__array_ufunc__` (or its error) decides, no tracer is converted."""
-        fn = where.function
-        if fn is None:
-            return False
-        target = next((t for t, v, _how in fn.events if v is call), None)  # `x = np.abs(...)`
-        if target is None:
-            return False
-        stack, names = [arg], set()
-        while stack:
-            e = stack.pop()
-            if isinstance(e, cst.BinaryOperation):
-                stack += [e.left, e.right]
-            elif isinstance(e, cst.UnaryOperation):
-                stack.append(e.expression)
-            elif isinstance(e, cst.Name):
-                names.add(e.value)
-            elif not isinstance(e, (cst.Integer, cst.Float)):
-                return False
-        for name in names:
-            before = fn.bindings(name, before=target)
-            made = before[-1].value if before and before[-1].how == "=" else None
-            if not isinstance(made, cst.Call):
-                return False
-            qual = where.resolve(made.func) or ""
-            head = (dotted(made.func) or "").rpartition(".")[2]
-            if not head[:1].isupper() or qual.startswith(("jax.", "numpy.", "builtins.")):
-                return False
-        return bool(names)
 
     def visit_Subscript(self, node: cst.Subscript, where: Where) -> None:
         fn = where.traced

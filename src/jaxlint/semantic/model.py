@@ -37,7 +37,7 @@ from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
 )
 from .refs import pallas_refs
-from .traced import _Tracer, ExternalCall
+from .traced import _Tracer, ExternalCall, static_param_names
 from .values import Values, flax_collections
 
 
@@ -988,6 +988,22 @@ class ModuleModel:
             return frozenset()
         return frozenset(name for name, fn in cls.defs.items()
                          if fn.is_method and not fn.decorators and fn.params and self._returns_only_python(fn))
+
+    def self_rebuilt_per_call(self, fn: "FunctionInfo") -> bool:
+        """A method of a pytree class decorated with a caching transform that traces its instance
+        (`@jax.jit def init(self, ...)`, `self` not static): JAX flattens `self` at each call and hands the
+        body a new object rebuilt from the leaves, so writing its attributes changes that copy only (returned
+        or dropped), never the caller's object. (A bound method jitted elsewhere, `jax.jit(obj.step)`,
+        closes over the real object: not this.)"""
+        if not fn.is_method or fn.cls is None or not fn.params or not isinstance(fn.node, cst.FunctionDef) \
+                or not (fn.cls.pytree or self.instances_are_pytrees(fn.cls)):
+            return False
+        for d in fn.node.decorators:
+            got = self.transform_of(d.decorator, fn.parent or self.root)
+            if got is not None and got[0].cached:
+                statics = static_param_names(fn, got[0], got[1], 0)
+                return statics is not None and fn.params[0].name not in statics
+        return False
 
     def method_returns_static(self, name: str) -> Optional[bool]:
         """Whether every method `name` of this module's classes returns only Python values for a traced

@@ -452,6 +452,36 @@ class Values:
             return bool(values) and all(v is not None and self.is_array_like(v, depth + 1) for v in values)
         return False
 
+    def wrapper_objects(self, arg: cst.BaseExpression, call: cst.Call) -> bool:
+        """`x = xarray_jax.Variable(dims, inputs); x = np.abs((x + 2) * (x - 3))`: NumPy's function of objects
+        of a class that is not JAX's nor NumPy's, built from the traced values (or arithmetic of them): the
+        class's own `__array_ufunc__` (or its error) decides, no tracer is converted."""
+        fn = self.fn
+        target = next((t for t, v, _how in fn.events if v is call), None)  # `x = np.abs(...)`
+        if target is None:
+            return False
+        stack, names = [arg], set()
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.BinaryOperation):
+                stack += [e.left, e.right]
+            elif isinstance(e, cst.UnaryOperation):
+                stack.append(e.expression)
+            elif isinstance(e, cst.Name):
+                names.add(e.value)
+            elif not isinstance(e, (cst.Integer, cst.Float)):
+                return False
+        for name in names:
+            before = fn.bindings(name, before=target)
+            made = before[-1].value if before and before[-1].how == "=" else None
+            if not isinstance(made, cst.Call):
+                return False
+            qual = self.m.resolve(made.func, fn) or ""
+            head = (dotted(made.func) or "").rpartition(".")[2]
+            if not head[:1].isupper() or qual.startswith(("jax.", "numpy.", "builtins.")):
+                return False
+        return bool(names)
+
     def is_pytree(self, e: cst.BaseExpression) -> bool:
         """Whether the expression is (part of) a pytree JAX flattened: a chain of subscripts and
         attributes rooted at such a parameter."""
