@@ -4,6 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..jaxapi import CLOCKS, IMPURE_CALLS, IMPURE_PREFIXES
+from .print_in_trace import announces_tracing
 from .base import Rule, Where, tracing_phrase
 
 
@@ -82,8 +83,10 @@ class ImpureCall(Rule):
         if qual in _SEEDING:
             return  # it returns nothing to bake in: the draws after it (flagged themselves) do
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
-            if qual in CLOCKS and where.model.unread_traced(node, fn):
-                return  # `t0 = time.perf_counter()` read only by logging that never runs traced
+            if qual in CLOCKS and where.model.unread_traced(node, fn, printed=announces_tracing(fn.node)):
+                # `t0 = time.perf_counter()` read only by logging that never runs traced, or only printed by a
+                # function announcing that it is being compiled (it times the compilation on purpose)
+                return
             shown = qual.replace("builtins.", "").replace("numpy.", "np.")
             self._flag(node, f"`{shown}()`", where, qual)
 

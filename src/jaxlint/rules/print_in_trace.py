@@ -86,7 +86,7 @@ class PrintInTrace(Rule):
             # a message in an arm of an `if` on configuration (it says which path is being traced). Only
             # a bare literal message under jit misleads about when it runs.
             if not fn.cached or any(not _is_text(a) for a in args) or any(_is_warning(a) for a in args) \
-                    or where.model.in_static_branch(node, where.scope, where.guards) or _announces_tracing(fn.node) \
+                    or where.model.in_static_branch(node, where.scope, where.guards) or announces_tracing(fn.node) \
                     or where.model.retraced_each_call(fn):
                 return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
         if fn.cached:
@@ -131,7 +131,7 @@ def _is_warning(expr: cst.BaseExpression) -> bool:
     return text is not None and _WARNING.search(text) is not None
 
 
-def _announces_tracing(fn_node: cst.CSTNode) -> bool:
+def announces_tracing(fn_node: cst.CSTNode) -> bool:
     """Whether the function prints a literal message saying it is being compiled or traced
     (`print("step recompiled")`): its other literal prints are the same trace-time progress report."""
     found = []
@@ -141,7 +141,10 @@ def _announces_tracing(fn_node: cst.CSTNode) -> bool:
             return node is fn_node  # the function's own body, not nested functions
 
         def visit_Call(self, node: cst.Call) -> None:
-            text = _literal_text(node.args[0].value) if node.args else None
+            first = node.args[0].value if node.args else None
+            # (an f-string's literal parts: `f"Compiling {fun.__name__}..."`)
+            text = "".join(p.value for p in first.parts if isinstance(p, cst.FormattedStringText)) \
+                if isinstance(first, cst.FormattedString) else (_literal_text(first) if first is not None else None)
             if isinstance(node.func, cst.Name) and node.func.value == "print" and text is not None \
                     and _TRACING.search(text) is not None:
                 found.append(node)

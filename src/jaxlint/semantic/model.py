@@ -1525,17 +1525,27 @@ class ModuleModel:
             return None
         return fn
 
-    def unread_traced(self, value: cst.BaseExpression, fn: FunctionInfo) -> bool:
+    def unread_traced(self, value: cst.BaseExpression, fn: FunctionInfo, printed: bool = False) -> bool:
         """Whether what `value` computes is never read where `fn` runs traced: it is bound by `t0 = value`
         to a local whose every read sits in a call that never runs traced (`if verbose: log(t1 - t0)` with
-        every traced caller leaving `verbose` off), or flows only into locals read nowhere else."""
-        names = [name for name, values in fn.assigned.items() if any(v is value for v in values)]
-        if len(names) != 1 or isinstance(fn.node, cst.Lambda):
+        every traced caller leaving `verbose` off), or flows only into locals read nowhere else. With
+        `printed`, a read inside a `print(...)` is host output while tracing, not part of the program."""
+        if isinstance(fn.node, cst.Lambda):
             return False
         memo = self.__dict__.setdefault("_reads_of", {})
         if id(fn) not in memo:
-            memo[id(fn)] = self._local_reads(fn)
-        reads = memo[id(fn)]
+            calls: dict[int, tuple[Optional[str], Optional[cst.Call]]] = {}
+            memo[id(fn)] = (self._local_reads(fn, calls), calls)
+        reads, calls = memo[id(fn)]
+        names = [name for name, values in fn.assigned.items() if any(v is value for v in values)]
+        if not names and id(value) in calls:  # inside a larger expression: `dt = clock() - t0`, `print(clock())`
+            into, outer = calls[id(value)]
+            if into is not None:
+                names = [into]
+            elif outer is not None and printed and self.resolve(outer.func, fn) == "builtins.print":
+                return True
+        if len(names) != 1:
+            return False
         pending, seen = [names[0]], set()
         while pending:
             name = pending.pop()
@@ -1547,13 +1557,16 @@ class ModuleModel:
             for into, call in reads.get(name, ()):
                 if into is not None:
                     pending.append(into)  # `dt = t1 - t0`: dt's reads decide
-                elif call is None or not dead_branch(fn, self.call_guards.get(id(call), frozenset())):
+                elif call is None or not (dead_branch(fn, self.call_guards.get(id(call), frozenset()))
+                                          or printed and self.resolve(call.func, fn) == "builtins.print"):
                     return False
         return True
 
-    def _local_reads(self, fn: FunctionInfo) -> dict[str, list[tuple[Optional[str], Optional[cst.Call]]]]:
+    def _local_reads(self, fn: FunctionInfo, calls: Optional[dict[int, tuple[Optional[str], Optional[cst.Call]]]] = None
+                     ) -> dict[str, list[tuple[Optional[str], Optional[cst.Call]]]]:
         """Each read of a name in `fn`'s own body: the local a plain `y = ...x...` binds it into, or else
-        the innermost call around it (None for a read in no call, or in a nested def or lambda)."""
+        the innermost call around it (None for a read in no call, or in a nested def or lambda). `calls`
+        receives the same for each call of the body (by id)."""
         out: dict[str, list[tuple[Optional[str], Optional[cst.Call]]]] = {}
 
         def walk(node: cst.CSTNode, call: Optional[cst.Call], into: Optional[str], nested: bool) -> None:
@@ -1586,6 +1599,8 @@ class ModuleModel:
                     walk(node.value, call, target.value if isinstance(target, cst.Name) and not nested else into, nested)
                 return
             if isinstance(node, cst.Call):
+                if calls is not None and not nested:
+                    calls[id(node)] = (into, call)
                 call = node
             for child in iter_children(node):
                 walk(child, call, into, nested)

@@ -266,6 +266,9 @@ class FunctionInfo(Scope):
     event_traced: list[set[str]] = field(default_factory=list)
     container_names: set[str] = field(default_factory=set)
     dict_names: set[str] = field(default_factory=set)  # names holding dicts: iterating them gives keys
+    # Names unpacked into two or more targets (`key, value = cache`): their truth is a length test, since
+    # an array of two or more elements has no truth value at all, traced or not.
+    unpacked_names: set[str] = field(default_factory=set)
     key_subscripts: set[tuple[str, str]] = field(default_factory=set)  # (d, k) for each `d[k]` in the body
     string_keyed: set[str] = field(default_factory=set)  # names the body indexes with a string: mappings
     target: Optional[TraceTarget] = None

@@ -89,6 +89,10 @@ class Values:
                     and (self.m.resolve(value.func, fn) in LIST_RETURNING or self.m.returns_container_call(value, fn)):
                 containers.add(target.value)  # `leaves = jax.tree_util.tree_leaves(x)`: `if not leaves:` is static
         containers |= flax_collections(fn)
+        fn.unpacked_names = {value.value for target, value, how in fn.events
+                             if how == "=" and isinstance(value, cst.Name) and isinstance(target, (cst.Tuple, cst.List))
+                             and len(target.elements) >= 2
+                             and not any(isinstance(el, cst.StarredElement) for el in target.elements)}
         for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
             if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
@@ -545,8 +549,8 @@ class Values:
                 self._static_override = saved
         if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
             return self.truth_traced(e.expression)
-        if isinstance(e, cst.Name) and e.value in self.fn.container_names:
-            return False
+        if isinstance(e, cst.Name) and (e.value in self.fn.container_names or e.value in self.fn.unpacked_names):
+            return False  # (`assert cache; key, value = cache`: a tuple, tested for presence)
         if isinstance(e, cst.Call) and self._is_predicate_call(e):
             return False
         if self._pytree_member(e):
