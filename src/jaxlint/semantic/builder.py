@@ -382,7 +382,7 @@ class _Builder:
         self.walk(node.test, scope, loop)
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True)
+        self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True) | instance_guards(node.test)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
@@ -468,7 +468,7 @@ class _Builder:
         self.walk(node.test, scope, loop)
         saved = self.guards
         # `int(res) if isinstance(res, float) else res`: in the body, `res` is a Python scalar
-        self.guards = saved | _scalar_guard_names(node.test)
+        self.guards = saved | _scalar_guard_names(node.test) | instance_guards(node.test)
         self.walk(node.body, scope, loop)
         # `None if is_tracer(x) else float(x)`: in the `else`, `x` is no tracer
         self.m.ifexp_tests[id(node)] = (node.test, scope)
@@ -493,7 +493,7 @@ class _Builder:
         saved = self.guards
         holds = isinstance(node.operator, cst.And)
         self.guards = saved | arm_tests(node.left, holds) | (
-            _scalar_guard_names(node.left) if holds else _not_tracer(node.left))
+            _scalar_guard_names(node.left) | instance_guards(node.left) if holds else _not_tracer(node.left))
         self.walk(node.right, scope, loop)
         self.guards = saved
 
@@ -846,6 +846,23 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     if exact is not None and isinstance(exact[0], cst.Name) and exact[1] and all(n in _PY_SCALARS for n in exact[1]):
         return frozenset({exact[0].value})
     return frozenset()
+
+
+def instance_guards(e: cst.BaseExpression) -> frozenset[str]:
+    """`instance:x` for each name a true `e` proves an instance of a class that is no array type
+    (`isinstance(leaf, VariableSlot) and ...`): whatever its attributes hold, `x` itself is no tracer, so
+    it can be a dict key or be hashed."""
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+        return instance_guards(e.left) | instance_guards(e.right)
+    test = _isinstance_test(e)
+    if test is None or not isinstance(test[0], cst.Name) or not test[1]:
+        return frozenset()
+    for name in test[1]:
+        last = name.split(".")[-1]
+        if not name or name in _JAX_ARRAY_TYPES or name in _NUMPY_ARRAY_TYPES or last == "object" \
+                or any(part in last for part in ("Array", "ndarray", "Tracer", "Number", "generic")):
+            return frozenset()
+    return frozenset({f"instance:{test[0].value}"})
 
 
 def _type_is_test(e: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, list[str]]]:
