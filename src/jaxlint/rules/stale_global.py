@@ -102,7 +102,10 @@ class StaleGlobal(Rule):
     function only at the calls each binding reaches, and a call with fewer arguments than the function
     requires traces nothing. A function that reads a train state only for its `apply_fn` or `tx` (static
     fields every update carries over) is not stale when the loop only updates that state from itself
-    (`state, metrics = train_step(state, batch)`). A name the function only hands to a parameter its
+    (`state, metrics = train_step(state, batch)`). A loop whose every call of the function passes an
+    array it slices anew on each pass by a bound from its own variable (`prefix = ys[:, :int(n * frac)]`
+    for each stage's `frac`) feeds new shapes, so each pass traces again and sees the name as it is then.
+    A name the function only hands to a parameter its
     callee (a def of the module) never reads changes nothing and is not reported. A setter that binds the global only to a module it imports (a lazy import)
     sets the same object every time.
 
@@ -380,11 +383,44 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
             continue  # `env = make_env(cfg)` on every pass, from names the loop never changes: the same value
         if carried and _rebound_from_itself(name, loop):
             continue
-        for call, scope, call_loop in model.all_calls:
-            if (scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
-                    and call.func.value == fn.name):
-                return loop
+        calls = [call for call, scope, call_loop in model.all_calls
+                 if scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
+                 and call.func.value == fn.name]
+        if calls and not all(_resliced_each_pass(call, loop) for call in calls):
+            return loop
     return None
+
+
+def _resliced_each_pass(call: cst.Call, loop: LoopInfo) -> bool:
+    """Whether `call` passes an argument the loop slices anew on each pass by a bound taken from its own
+    variable (`for lr, length in stages: ys_ = ys[:, :int(n * length)]; step(ys_, ...)`): each pass feeds
+    arrays of another shape, so the cached function is traced again and reads the names as they are then."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    varying = set(_target_names(node.target))
+    sliced: set[str] = set()
+    stack: list[cst.CSTNode] = [node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            continue
+        if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
+            value, target = n.value, n.targets[0].target.value
+            if isinstance(value, cst.Subscript) and any(
+                    isinstance(el.slice, cst.Slice) and any(
+                        part is not None and _mentions_any(part, varying)
+                        for part in (el.slice.lower, el.slice.upper, el.slice.step))
+                    for el in value.slice):
+                sliced.add(target)
+            elif _mentions_any(value, varying):
+                varying.add(target)  # `n = int(size * frac)`: a bound computed from the loop variable
+        stack.extend(reversed(list(iter_children(n))))
+    return any(isinstance(a.value, cst.Name) and a.value.value in sliced for a in call.args)
+
+
+def _mentions_any(expr: cst.CSTNode, names: set[str]) -> bool:
+    return any(isinstance(n, cst.Name) and n.value in names for n in descendants(expr))
 
 
 def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, shapes: bool = False) -> bool:
