@@ -192,3 +192,37 @@ def test_auto_jobs_use_a_pool_for_a_large_tree_with_the_same_output(tmp_path: Pa
     assert pools and pools[0]
     serial = run(Settings(paths=[str(tmp_path)], verify=False, jobs=1))
     assert [f.to_json() for f in auto.findings] == [f.to_json() for f in serial.findings]
+
+
+# ---- the project pass ------------------------------------------------------------------------------
+
+
+def test_the_project_pass_is_cached_under_every_project_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm run over an unchanged project reads the project pass back (no module is modelled again);
+    an edit of an imported module, with the importing file unchanged, runs the pass again."""
+    import shutil
+
+    import jaxlint.project
+
+    app = tmp_path / "app"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "cross-file" / "project_classes", app)
+    cache = tmp_path / "cache"
+
+    def found() -> list[tuple[str, int, str]]:
+        return [(Path(f.path).name, f.line, f.name) for f in _static([app], cache).findings]
+
+    cold = found()
+    assert cold == [("learner.py", 26, "traced-if")]  # `Learner` is a pytree through base.py's `Agent`
+
+    class _Unwanted:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("the project was modelled again for an unchanged tree")
+
+    with monkeypatch.context() as m:
+        m.setattr(jaxlint.project, "ProjectIndex", _Unwanted)
+        assert found() == cold
+
+    base = app / "base.py"
+    base.write_text(base.read_text(encoding="utf-8").replace("class Agent(struct.PyTreeNode):", "class Agent:"),
+                    encoding="utf-8")
+    assert ("learner.py", 9, "jit-method-self") in found()  # no longer a pytree: `self` is not a valid argument

@@ -912,14 +912,17 @@ def importers(files: list[str], settings: Settings, rounds: int = 1) -> list[str
 
 def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
                          settings: Settings, seeds: dict[str, dict[tuple, ExternalCall]],
-                         project_files: Optional[list[str]] = None) -> None:
+                         project_files: Optional[list[str]] = None, cache: Optional[Cache] = None) -> None:
     """Analyse again, knowing the classes they import from the project, the files whose findings
     depend on it (few: most files have no findings). `project_files` (default: `files`) are the
     modules whose classes count. Notebooks are left as they are: nothing imports them, and their
-    cells rarely import the project's pytree classes by relative names."""
+    cells rarely import the project's pytree classes by relative names. With a `cache`, what a file's
+    analysis found knowing the project is kept under the contents of every project file, so a run over
+    an unchanged project reads it back instead of modelling the modules it imports again."""
     from .project import ProjectIndex, needs_project
 
     index: Optional[ProjectIndex] = None
+    project_key: Optional[str] = None
     pending = [p for p in files if p.endswith(".py")]
     reported = set(pending)
     for _ in range(3):
@@ -933,11 +936,21 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
             if data is None:
                 continue
+            external = list(seeds.get(path, {}).values()) or None
+            key = None
+            if cache is not None:
+                if project_key is None:
+                    project_key = _project_key(project_files if project_files is not None else files, settings)
+                key = key_for(data, f"{settings.cache_key()}|project:{project_key}|{path}", external or [])
+                hit = cache.get(key, path)
+                if hit is not None:
+                    results[path] = (hit[0], calls)
+                    dropped[path] = hit[1]
+                    continue
             index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
             project = index.for_file(path, data, {f.name for f in found})
             if project is None:
                 continue
-            external = list(seeds.get(path, {}).values()) or None
             try:
                 refined, refined_calls = with_deep_stack(lambda: analyse(
                     data, path, codes_for(path, settings), settings.trace_decorators, external, project))
@@ -945,6 +958,8 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                 continue
             results[path] = (refined, calls)
             dropped[path] = refined_calls
+            if cache is not None and key is not None:
+                cache.put(key, path, refined, refined_calls)
         # A call the first pass followed into another file that the file's code no longer makes once the
         # project is known (its caller is traced only through a jitted alias nothing calls): the files it
         # reached are analysed again without it.
@@ -958,6 +973,18 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             found, calls, err = _analyse_file(path, settings, list(seeds.get(path, {}).values()) or None, data)
             if err is None:  # (an internal error keeps what the first pass found)
                 results[path] = (found, calls)
+
+
+def _project_key(paths: list[str], settings: Settings) -> str:
+    """A digest of every project file's path and contents: what the project pass of any file may read."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(set(paths)):
+        data, _err = _read(path, settings.sources)
+        h.update(path.encode("utf-8", "surrogateescape") + b"\0")
+        h.update(hashlib.sha256(data).digest() if data is not None else b"-")
+    return h.hexdigest()
 
 
 def _drop_stale_seeds(seeds: dict[str, dict[tuple, ExternalCall]], refined: dict[str, list[ExternalCall]],
@@ -996,8 +1023,11 @@ def run(settings: Settings) -> Result:
         follow_across_files(files + context, results, settings, errors, workers=workers, seeds=seeds)
     # Only the reported files are analysed again; the context files (a buffer's package, importers)
     # serve as the project whose classes they see.
+    cache = Cache(settings.cache_dir) if settings.cache_dir else None
     with sharing_parses():  # (the files the project pass reads and those it analyses again overlap)
-        with_project_classes(files, results, settings, seeds, project_files=files + context)
+        with_project_classes(files, results, settings, seeds, project_files=files + context, cache=cache)
+    if cache is not None:
+        cache.flush()
     findings = [f for path in files for f in results[path][0]]
     notes: list[str] = []
     if settings.tests_dir and findings:
