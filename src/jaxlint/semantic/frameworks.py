@@ -26,6 +26,7 @@ from ..jaxapi import (
 
 _FRAMEWORK_PACKAGES = frozenset({"flax", "equinox", "haiku"})
 
+from ..syntax import _target_names
 from .scopes import FunctionInfo
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class Frameworks:
         self._active: Optional[bool] = None
         self._instances: dict[tuple[int, int], tuple[cst.BaseExpression, Optional["ClassInfo"]]] = {}
         self._apply_fns: Optional[list[tuple[cst.Attribute, "Scope"]]] = None
+        # (id of a class, attribute) -> the module classes of a list built from several (`layers.append(...)`)
+        self._mixed: dict[tuple[int, str], list["ClassInfo"]] = {}
 
     @property
     def active(self) -> bool:
@@ -167,6 +170,13 @@ class Frameworks:
                 return self._param_class(owner, p.name, depth)
             found: list[Optional[ClassInfo]] = []
             for target, value, how in owner.events:
+                if how == "for" and value is not None and isinstance(target, (cst.Tuple, cst.List)):
+                    source = _zipped(target, value, name)  # `for attn, block in zip(self.attns, self.blocks)`
+                    if source is not None:
+                        found.append(self._element_class(source, owner, depth))
+                    elif any(name in _target_names(el.value) for el in target.elements):
+                        return None
+                    continue
                 if not (isinstance(target, cst.Name) and target.value == name):
                     continue
                 if how == "for" and value is not None:
@@ -182,7 +192,8 @@ class Frameworks:
         return None
 
     def _element_class(self, it: cst.BaseExpression, scope: "Scope", depth: int) -> Optional["ClassInfo"]:
-        """The class of the modules a `for` loop runs over (`for layer in self.layers`)."""
+        """The class of the modules a `for` loop runs over (`for layer in self.layers`, `self.layers[1:]`)."""
+        it = _unsliced(it)
         if isinstance(it, cst.Attribute):
             owner = self.instance_class(it.value, scope, depth + 1)
             if owner is not None:
@@ -279,16 +290,114 @@ class Frameworks:
             if fn is None or not fn.params:
                 continue
             me = fn.params[0].name
+            built = self._appended(fn, me)  # lists filled by `append` (of the instance, or local)
             for target, value, how in fn.events:
                 if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
                         and target.value.value == me and value is not None and how == "=":
-                    seen.setdefault(target.attr.value, set()).add(self._value_kind(value, fn, fn))
+                    attr = target.attr.value
+                    inner = self._list_of(value, fn)
+                    if (me, attr) in built and (isinstance(inner, (cst.List, cst.Tuple)) and not inner.elements
+                                                or _is_attribute(inner, me, attr)):
+                        continue  # `self.layers = []` before the appends, `self.layers = nnx.data(self.layers)` after
+                    if isinstance(inner, cst.Name) and inner.value == "None":
+                        continue  # `self.upsamplers = None` (or `nnx.data(None)`): an optional submodule, set or not
+                    if isinstance(inner, cst.Name) and ("", inner.value) in built:
+                        kind = self._modules_kind(built[("", inner.value)], cls, attr)  # `self.blocks = nnx.data(blocks)`
+                    else:
+                        kind = self._value_kind(value, fn, fn)
+                    seen.setdefault(attr, set()).add(kind)
+            for (owner, attr), kinds in built.items():
+                if owner == me:
+                    seen.setdefault(attr, set()).add(self._modules_kind(kinds, cls, attr))
         for table in (seen, declared):
             for name, kinds in table.items():
                 fields[name] = kinds.pop() if len(kinds) == 1 else (None, None)
         for name, kinds in seen.items():  # `n: int` declared, `self.n = jnp.asarray(n)` stored: not a scalar
             if fields[name][0] == PYTHON and any(k in _LEAVES or k is None for k, _c in kinds):
                 fields[name] = (CONFIG, None)
+
+    def _appended(self, fn: "FunctionInfo", me: str) -> dict[tuple[str, str], list[tuple[Optional[str], Optional["ClassInfo"]]]]:
+        """What `__init__` appends to lists: `self.layers.append(Block(...))` under (me, "layers"), a local
+        `blocks.append(Block(...))` under ("", "blocks"); the kind of each value appended."""
+        out: dict[tuple[str, str], list[tuple[Optional[str], Optional["ClassInfo"]]]] = {}
+        for call in fn.calls:
+            f = call.func
+            if not (isinstance(f, cst.Attribute) and f.attr.value == "append" and len(call.args) == 1):
+                continue
+            r = f.value
+            if isinstance(r, cst.Attribute) and isinstance(r.value, cst.Name) and r.value.value == me:
+                key = (me, r.attr.value)
+            elif isinstance(r, cst.Name) and r.value in fn.local_names and fn.param(r.value) is None:
+                key = ("", r.value)
+            else:
+                continue
+            value = call.args[0].value
+            if isinstance(value, cst.Name) and value.value in fn.local_names and fn.param(value.value) is None:
+                # `block = Block(...); self.blocks.append(block)`: what the local was bound to
+                bound = [b.value for b in fn.bindings(value.value)]
+                kinds = {self._value_kind(v, fn, fn) if v is not None else (None, None) for v in bound}
+                out.setdefault(key, []).append(kinds.pop() if len(kinds) == 1 else (None, None))
+                continue
+            out.setdefault(key, []).append(self._value_kind(value, fn, fn))
+        for key in [k for k in out if not k[0]]:  # a local list starts as a literal: `blocks = [Block(...)]`
+            starts = [b.value for b in fn.bindings(key[1])]
+            if not starts or any(not isinstance(v, (cst.List, cst.Tuple)) for v in starts):
+                del out[key]
+                continue
+            for v in starts:
+                out[key].extend(self._value_kind(el.value, fn, fn) for el in v.elements)  # type: ignore[union-attr]
+        return out
+
+    def _list_of(self, value: cst.BaseExpression, scope: "Scope") -> cst.BaseExpression:
+        """The list a wrapper keeps as it is: `nnx.data(blocks)`, `nnx.List(blocks)`, `list(blocks)`."""
+        if isinstance(value, cst.Call) and len(value.args) == 1 and not value.args[0].keyword \
+                and self.m.resolve(value.func, scope) in ("flax.nnx.data", "flax.nnx.List", "builtins.list", "builtins.tuple"):
+            return value.args[0].value
+        return value
+
+    def _modules_kind(self, kinds: list[tuple[Optional[str], Optional["ClassInfo"]]], cls: "ClassInfo", attr: str
+                      ) -> tuple[Optional[str], Optional["ClassInfo"]]:
+        """The kind of a list built from these values: modules of one class, or of several classes of this
+        file (kept for the calls of its elements), or unknown."""
+        if not kinds or any(k != MODULE for k, _c in kinds):
+            return (None, None)
+        classes = list(dict.fromkeys(c for _k, c in kinds if c is not None))
+        if len(classes) == 1 and all(c is not None for _k, c in kinds):
+            return (MODULES, classes[0])
+        if all(c is not None for _k, c in kinds):
+            self._mixed[(id(cls), attr)] = classes
+        return (MODULES, None)
+
+    def element_callables(self, expr: cst.BaseExpression, scope: "Scope") -> list["CallableRef"]:
+        """The `__call__` methods a call of an element of a list of modules of several classes may run:
+        `for layer in self.layers: x = layer(x)`, `self.blocks[0](x)`. Empty when not such a list."""
+        from .scopes import CallableRef, FunctionInfo
+
+        if not self.active:
+            return []
+        source: Optional[cst.BaseExpression] = None
+        if isinstance(expr, cst.Subscript):
+            source = expr.value
+        elif isinstance(expr, cst.Name):
+            owner = self.m.owner_of(expr.value, scope)
+            if isinstance(owner, FunctionInfo) and owner.param(expr.value) is None:
+                bound = [(_zipped(t, v, expr.value) if isinstance(t, (cst.Tuple, cst.List)) else v, how)
+                         for t, v, how in owner.events if expr.value in _target_names(t)]
+                if len(bound) == 1 and bound[0][1] == "for":
+                    source = bound[0][0]
+            scope = owner if isinstance(owner, FunctionInfo) else scope
+        source = _unsliced(source) if source is not None else None
+        if not isinstance(source, cst.Attribute):
+            return []
+        cls = self.instance_class(source.value, scope)
+        if cls is None:
+            return []
+        self.field(cls, source.attr.value)
+        classes = self._mixed.get((id(cls), source.attr.value), [])
+        methods = [self.method(c, "__call__") for c in classes]
+        if not methods or any(m is None or not m.is_method for m in methods):
+            return []
+        return [CallableRef(m, 1, receiver=expr) for m in methods if m is not None]
 
     def _annotated(self, node: cst.AnnAssign, cls: "ClassInfo", kind: Optional[str]) -> tuple[Optional[str], Optional["ClassInfo"]]:
         from ..syntax import annotation_name
@@ -648,3 +757,32 @@ def linen_variables_at(value: cst.BaseExpression) -> Optional[int]:
             isinstance(mutable, cst.Name) and mutable.value in ("False", "None")):
         return 1
     return None
+
+
+def _is_attribute(expr: cst.BaseExpression, owner: str, attr: str) -> bool:
+    """`owner.attr` itself."""
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == owner \
+        and expr.attr.value == attr
+
+
+def _zipped(target: cst.BaseExpression, it: Optional[cst.BaseExpression], name: str) -> Optional[cst.BaseExpression]:
+    """The sequence a name of a tuple loop target runs over: `zip(a, b)` gives `b` for the second name,
+    `enumerate(a)` gives `a` for the second."""
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(it, cst.Call) or not isinstance(it.func, cst.Name):
+        return None
+    names = [el.value.value if isinstance(el.value, cst.Name) else None for el in target.elements]
+    if name not in names or any(a.keyword or a.star for a in it.args):
+        return None
+    i = names.index(name)
+    if it.func.value == "zip" and len(it.args) == len(names):
+        return it.args[i].value
+    if it.func.value == "enumerate" and len(names) == 2 and i == 1 and it.args:
+        return it.args[0].value
+    return None
+
+
+def _unsliced(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`self.layers[1:]` is a run of `self.layers`' elements."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Slice):
+        return expr.value
+    return expr

@@ -1321,6 +1321,10 @@ class ModuleModel:
 
         helper = self.summarised_callee(call, values.fn, traced_only=False)
         if helper is None:
+            elements = self.frameworks.element_callables(call.func, values.fn) \
+                if isinstance(call.func, (cst.Name, cst.Subscript)) else []
+            if elements:
+                return self._elements_return(call, values, elements)
             return self._method_returns(call, values)
         if isinstance(helper.node, cst.FunctionDef) and returns_python_annotation(helper.node):
             return [False]  # `-> tuple[int, ...]`: dimensions, names — never arrays
@@ -1337,6 +1341,31 @@ class ModuleModel:
             self._calls_busy.discard(id(call))
         params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
         return self.returns_given(helper, params, eager=values._unstaged())
+
+    def _elements_return(self, call: cst.Call, values: "Values", refs: list["CallableRef"]) -> Optional[list[bool]]:
+        """What a call of an element of a list of modules of several classes returns: position by position,
+        traced where any of the classes' `__call__` returns a traced value given these arguments."""
+        from .traced import ArgInfo, _map_args
+
+        if id(call) in self._calls_busy:
+            return None
+        self._calls_busy.add(id(call))
+        try:
+            args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
+                    for a in call.args]
+            receiver = values.traced(call.func)
+        finally:
+            self._calls_busy.discard(id(call))
+        out: Optional[list[bool]] = None
+        for ref in refs:
+            params, _trees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
+            if receiver and ref.fn.params:
+                params.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced
+            got = self.returns_given(ref.fn, params, eager=values._unstaged())
+            if got is None or out is not None and len(got) != len(out):
+                return None
+            out = list(got) if out is None else [a or b for a, b in zip(out, got)]
+        return out
 
     def _method_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
         """`model.dofs()` on a parameter annotated with a class of this module (or on `self`): what the
@@ -1456,7 +1485,8 @@ class ModuleModel:
     def returns_given(self, helper: "FunctionInfo", params: set[str],
                       pytrees: frozenset[str] | set[str] = frozenset(), eager: bool = False) -> Optional[list[bool]]:
         """What a traced function returns when only `params` receive tracers: one flag per element when
-        every `return` gives a tuple of the same length, else a single flag (None while recursing). `eager`:
+        every `return` gives a tuple (element i traced in any tuple that has one), else a single flag (None
+        while recursing). `eager`:
         called from code that `vmap` or `grad` alone traces, where nothing is staged and JAX calls on Python
         values compute concrete arrays, wherever else the helper is also called from."""
         node = helper.node
@@ -1486,8 +1516,10 @@ class ModuleModel:
             inner = Values(self, site)
             tuples = [x for x in exprs if isinstance(x, cst.Tuple)
                       and not any(isinstance(el, cst.StarredElement) for el in x.elements)]
-            if exprs and len(tuples) == len(exprs) and len({len(x.elements) for x in tuples}) == 1:
-                flags = [False] * len(tuples[0].elements)
+            if exprs and len(tuples) == len(exprs):
+                # (tuples of several lengths, `return x, c, n, extra` in one arm and `return x, c, n` in the
+                # other: element i of any that has one; a caller unpacking n names gets an n-tuple)
+                flags = [False] * max(len(x.elements) for x in tuples)
                 for x in tuples:
                     for i, el in enumerate(x.elements):
                         flags[i] = flags[i] or inner.traced(el.value)

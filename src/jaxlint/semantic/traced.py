@@ -638,6 +638,11 @@ class _Tracer:
             ref = m.resolve_callable(call.func, fn, call)
             args = _arg_infos(call, fn, values)
             if ref is None:
+                elements = m.frameworks.element_callables(call.func, fn)
+                for element in elements:  # `for layer in self.layers: x = layer(x)` with layers of several classes
+                    self._follow(element, call, fn, values, list(args))
+                if elements:
+                    continue
                 # Across files, follow only calls made by a function a transform traces directly
                 # (`train_step` -> `losses.loss_fn`): longer chains through library internals were
                 # measured to be mostly noise.
@@ -652,28 +657,33 @@ class _Tracer:
                         m.external_calls[id(call)] = ExternalCall(method[0], method[1], fn.abstract, fn.cached,
                                                                   fn.qualname)
                 continue
-            if ref.fn is fn:
-                continue
-            if m.host_decorated(ref.fn):
-                continue  # `@log_on_host def log(...)`: its decorator runs the body in a host callback
-            if not fn.abstract and self._custom_derivative(ref.fn):
-                continue  # under grad alone a custom_vjp/custom_jvp function's rule gets the concrete primals
-            ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
-            _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
-                         else {p.name for p in ref.fn.params if not p.has_default})
-            _note_left_none(ref.fn, _left_none(ref.fn, ref.offset, frozenset(ref.bound_names), call.args)
-                            if not ref.lead else set())
-            receiver = ref.receiver is not None and values.traced(ref.receiver)
-            if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
-                receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
-                args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
-            if not ref.lead:
-                _note_kwargs(ref.fn, args)
-            traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
-            if receiver and ref.offset and ref.fn.is_method:
-                traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
-            self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees,
-                      site=None if ref.lead else (id(call), fn, ref.offset, ref.bound_names, tuple(args)), call=call)
+            self._follow(ref, call, fn, values, args)
+
+    def _follow(self, ref: CallableRef, call: cst.Call, fn: FunctionInfo, values: Values, args: list[ArgInfo]) -> None:
+        """Mark the function a call in traced `fn` runs as traced, with the parameters its arguments fill."""
+        m = self.m
+        if ref.fn is fn:
+            return
+        if m.host_decorated(ref.fn):
+            return  # `@log_on_host def log(...)`: its decorator runs the body in a host callback
+        if not fn.abstract and self._custom_derivative(ref.fn):
+            return  # under grad alone a custom_vjp/custom_jvp function's rule gets the concrete primals
+        ref.fn.helper_sites.add((fn, m.call_order.get(id(call), 0)))
+        _note_passed(ref.fn, _passed_names(ref, call, fn) if not ref.lead
+                     else {p.name for p in ref.fn.params if not p.has_default})
+        _note_left_none(ref.fn, _left_none(ref.fn, ref.offset, frozenset(ref.bound_names), call.args)
+                        if not ref.lead else set())
+        receiver = ref.receiver is not None and values.traced(ref.receiver)
+        if ref.lead:  # linen's `apply(variables, ...)`: traced variables make the module's own traced
+            receiver = any(a.traced for a in args[:ref.lead] if not a.star and a.keyword is None)
+            args = args[ref.lead:] if all(not a.star and a.keyword is None for a in args[:ref.lead]) else []
+        if not ref.lead:
+            _note_kwargs(ref.fn, args)
+        traced, pytrees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
+        if receiver and ref.offset and ref.fn.is_method:
+            traced.add(ref.fn.params[0].name)  # a traced instance: its array leaves are traced in the method
+        self.mark(ref.fn, traced, fn.abstract, fn.cached, "helper", fn, pytrees,
+                  site=None if ref.lead else (id(call), fn, ref.offset, ref.bound_names, tuple(args)), call=call)
 
     def _custom_derivative(self, fn: FunctionInfo) -> bool:
         """Whether `fn` is decorated with `jax.custom_vjp`/`jax.custom_jvp`."""

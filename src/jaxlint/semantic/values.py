@@ -245,7 +245,9 @@ class Values:
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             els = target.elements
-            if isinstance(value, list) and len(value) == len(els) and not any(isinstance(e, cst.StarredElement) for e in els):
+            # (a longer list: a function returning tuples of several lengths, of which only those of this
+            # length can be unpacked here)
+            if isinstance(value, list) and len(value) >= len(els) and not any(isinstance(e, cst.StarredElement) for e in els):
                 for el, v in zip(els, value):
                     self._bind(el.value, v, names)
             else:
