@@ -154,7 +154,7 @@ def announces_tracing(fn_node: cst.CSTNode) -> bool:
 
 
 # A message that says it is printed while compiling (`"Compiling train step..."`, `"step recompiled"`).
-_TRACING = re.compile(r"\b(re)?compil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b|\b(re)?jit(s|ted|ting)?\b", re.IGNORECASE)
+_TRACING = re.compile(r"\b(re)?compil(e|es|ed|ing)\b|\b(re)?trac(e|es|ed|ing)\b|\b(re)?jit+(s|ed|ing)?\b", re.IGNORECASE)
 # ... or a warning or a caveat (`"Note: ... ignores the corrections"`).
 _WARNING = re.compile(_TRACING.pattern + r"|\bwarn(ing)?\b|deprecat|^\W*(note|caution|notice|attention)\b",
                       re.IGNORECASE)
