@@ -23,10 +23,10 @@ from ..jaxapi import (
     NNX_VARIABLES,
     STAGING_MODULES,
 )
+from ..syntax import _target_names
 
 _FRAMEWORK_PACKAGES = frozenset({"flax", "equinox", "haiku"})
 
-from ..syntax import _target_names
 from .scopes import FunctionInfo
 
 if TYPE_CHECKING:
@@ -371,7 +371,7 @@ class Frameworks:
     def element_callables(self, expr: cst.BaseExpression, scope: "Scope") -> list["CallableRef"]:
         """The `__call__` methods a call of an element of a list of modules of several classes may run:
         `for layer in self.layers: x = layer(x)`, `self.blocks[0](x)`. Empty when not such a list."""
-        from .scopes import CallableRef, FunctionInfo
+        from .scopes import CallableRef
 
         if not self.active:
             return []
