@@ -369,6 +369,11 @@ LIBRARY_STATIC_ATTRIBUTES: dict[str, frozenset[str]] = {
 }
 
 
+# Zero-argument methods of such wrappers that give back the Python value, by the package defining them:
+# in a module importing genjax, `args["height"].unwrap()` is the int a `Pytree.const(h)` kept.
+STATIC_UNWRAPS: dict[str, frozenset[str]] = {"genjax": frozenset({"unwrap"})}
+
+
 def static_wrapper(qual: Optional[str]) -> bool:
     """A class whose instances are pytree nodes without leaves, the wrapped Python value kept in the
     treedef: genjax's `Const` (`n: Const[int]`, made by `const(3)` / `Pytree.const(3)`), whose `.value`

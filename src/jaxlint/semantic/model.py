@@ -20,6 +20,7 @@ from ..jaxapi import (
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
     LIBRARY_STATIC_ATTRIBUTES,
+    STATIC_UNWRAPS,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
     PARTIALS,
@@ -1805,6 +1806,21 @@ class ModuleModel:
             return _registers(fn, self)
         return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
             and self.project.registers(qual)
+
+    def imported_packages(self) -> frozenset[str]:
+        """The top-level packages the module imports (anywhere in it)."""
+        found = self.__dict__.get("_packages")
+        if found is None:
+            found = self.__dict__["_packages"] = frozenset(
+                q.split(".")[0] for sc in (self.root, *self.functions) for q in sc.imports.values())
+        return found
+
+    def static_unwrap(self, call: cst.Call) -> bool:
+        """`x.unwrap()` in a module importing genjax: the Python value a leafless `Const` wrapper keeps in
+        its treedef (whatever `x` was found in, a dict of arguments included)."""
+        func = call.func
+        return isinstance(func, cst.Attribute) and not call.args and any(
+            func.attr.value in STATIC_UNWRAPS.get(pkg, ()) for pkg in self.imported_packages())
 
     def static_wrapper_annotation(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
         """Whether an annotation names a leafless wrapper of a Python value (`n: Const[int]`,

@@ -677,6 +677,8 @@ class Values:
                 return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
             if self.m.project is not None and self.m.project.static_method(func.attr.value):
                 return False  # every method of this name in the project returns a shape fact
+            if self.m.static_unwrap(e):
+                return False  # genjax's `Const.unwrap()`: a Python value kept in the treedef
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
