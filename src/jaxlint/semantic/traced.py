@@ -23,8 +23,7 @@ from ..syntax import (
     _arg, _int_leaf, _is_const, _is_literal, _literal_values, _returns, _str_leaf, args_at, children, descendants,
     DECLARED_PYTHON, dotted, literal_ident, literal_truth, name_counts, only_called, scalar_annotation,
 )
-from .scopes import (UNSTAGED, CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch,
-                     never_mentioned)
+from .scopes import UNSTAGED, CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch
 from .values import Values
 
 if TYPE_CHECKING:
@@ -48,9 +47,6 @@ class _Tracer:
                                    and m.static_wrapper_annotation(p.annotation_expr, outer)}
             if fn.shadowed:
                 continue  # defined again further down the class body: the first one is never bound
-            if fn.decorators and never_mentioned(fn) \
-                    and all(m.transform_of(d.decorator, outer) is not None for d in fn.decorators):
-                continue  # `@jax.jit def step(...)` nested in a function that never names it again: never runs
             for deco in fn.decorators:
                 got = m.transform_of(deco.decorator, outer)
                 if got is not None:
