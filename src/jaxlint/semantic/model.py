@@ -38,7 +38,7 @@ from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
 )
 from .refs import pallas_refs
-from .traced import _Tracer, ExternalCall, static_param_names
+from .traced import ArgInfo, _Tracer, ExternalCall, static_param_names
 from .values import Values, flax_collections
 
 
@@ -1318,7 +1318,7 @@ class ModuleModel:
         None when the call runs no summarised helper."""
         # not yet traced helpers too: while the tracer is still spreading, a helper's result follows
         # the arguments it is given, not a guess from them
-        from .traced import ArgInfo, _map_args
+        from .traced import _map_args
 
         helper = self.summarised_callee(call, values.fn, traced_only=False)
         if helper is None:
@@ -1334,29 +1334,30 @@ class ModuleModel:
         ref = self.resolve_callable(call.func, values.fn)
         assert ref is not None
 
+        args, _receiver = self._call_args(call, values)
+        params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
+        return self.returns_given(helper, params, eager=values._unstaged())
+
+    def _call_args(self, call: cst.Call, values: "Values", receiver: Optional[cst.BaseExpression] = None
+                   ) -> tuple[list[ArgInfo], bool]:
+        """Whether each argument of a call (and the object `receiver` it is called on) is traced, asked with
+        the call marked busy: a binding from this very call (`x = step(x)`) is not followed back into it."""
         self._calls_busy.add(id(call))
         try:
             args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
                     for a in call.args]
+            return args, receiver is not None and values.traced(receiver)
         finally:
             self._calls_busy.discard(id(call))
-        params, _trees = _map_args(helper, ref.offset, args, ref.bound_names)
-        return self.returns_given(helper, params, eager=values._unstaged())
 
     def _elements_return(self, call: cst.Call, values: "Values", refs: list["CallableRef"]) -> Optional[list[bool]]:
         """What a call of an element of a list of modules of several classes returns: position by position,
         traced where any of the classes' `__call__` returns a traced value given these arguments."""
-        from .traced import ArgInfo, _map_args
+        from .traced import _map_args
 
         if id(call) in self._calls_busy:
             return None
-        self._calls_busy.add(id(call))
-        try:
-            args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
-                    for a in call.args]
-            receiver = values.traced(call.func)
-        finally:
-            self._calls_busy.discard(id(call))
+        args, receiver = self._call_args(call, values, call.func)
         out: Optional[list[bool]] = None
         for ref in refs:
             params, _trees = _map_args(ref.fn, ref.offset, args, ref.bound_names)
@@ -1371,7 +1372,7 @@ class ModuleModel:
     def _method_returns(self, call: cst.Call, values: "Values") -> Optional[list[bool]]:
         """`model.dofs()` on a parameter annotated with a class of this module (or on `self`): what the
         method returns given a traced instance and these arguments."""
-        from .traced import ArgInfo, _map_args
+        from .traced import _map_args
 
         func = call.func
         if not isinstance(func, cst.Attribute) or id(call) in self._calls_busy:
@@ -1386,13 +1387,7 @@ class ModuleModel:
         if method is None or not method.is_method or not isinstance(method.node, cst.FunctionDef) \
                 or not method.params or method.decorators:
             return None  # (decorated methods — properties, transforms, static/class methods — are not summarised)
-        self._calls_busy.add(id(call))
-        try:
-            args = [ArgInfo(a.star, a.keyword.value if a.keyword is not None else None, values.traced(a.value), False)
-                    for a in call.args]
-            receiver = values.traced(func.value)
-        finally:
-            self._calls_busy.discard(id(call))
+        args, receiver = self._call_args(call, values, func.value)
         params, _trees = _map_args(method, 1, args)
         pytrees: set[str] = set()
         if receiver:
