@@ -48,7 +48,8 @@ class ImpureCall(Rule):
     Seeding the host generator (`np.random.seed(0)`, `random.seed(0)`) returns nothing the trace could
     keep; the draws after it are flagged, not the seeding. A clock read into a local that only code never
     running traced reads (`if verbose: log(t1 - t0)` with every traced caller leaving `verbose` off) bakes
-    nothing in and is not flagged.
+    nothing in and is not flagged, nor is one only printed by a function that announces its compilation
+    (`print(f"compiling {f.__name__}")`, then the seconds it took): it times the compilation on purpose.
     Settings read from the environment (`os.environ`, `os.getenv`) are not flagged: they are fixed for
     the process by convention, and code reads them while tracing on purpose (a kernel's interpret mode,
     a debug switch); a setting changed between two calls of a compiled function would go unnoticed.

@@ -53,7 +53,9 @@ class TracedConversion(Rule):
     Under `jax.grad` alone values are concrete and only `float()`/`complex()` are flagged. A truth
     test without `bool()` (`if x:`) is `traced-if`. A NumPy ufunc applied to objects of a class that is
     not JAX's or NumPy's, built from the traced values (`x = xarray_jax.Variable(dims, v); np.abs(x + 2)`),
-    is left to that class's `__array_ufunc__`; NumPy's explicit conversions (`np.asarray`) are not.
+    is left to that class's `__array_ufunc__`; NumPy's explicit conversions (`np.asarray`) are not. A
+    key that passed an `isinstance` test of a class that is no array type (`if isinstance(slot, Slot):
+    table[slot]`) is an object of that class, not a tracer.
 
     ## References
     - https://docs.jax.dev/en/latest/errors.html#jax.errors.ConcretizationTypeError
