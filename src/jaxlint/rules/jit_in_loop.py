@@ -13,27 +13,13 @@ from ..semantic.scopes import Scope
 from ..semantic.traced import _filled
 from ..semantic.loops import (
     clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, loop_levels,
-    repeating, restarts_each_pass,
+    loop_statements, names_in, repeating, restarts_each_pass,
 )
 from ..syntax import (
     _arg, _int_leaf, _literal_values, _str_leaf, args_at, code_of, contains, descendants, dotted, iter_children,
     name_counts,
 )
 from .base import Rule, Where
-
-
-def _names_in(node: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            out.add(n.value)
-        elif isinstance(n, cst.Attribute):
-            stack.append(n.value)
-        else:
-            stack.extend(iter_children(n))
-    return out
 
 
 def _params_of(node: cst.CSTNode) -> set[str]:
@@ -46,7 +32,7 @@ def _params_of(node: cst.CSTNode) -> set[str]:
 def _bound_in_loop(loop: LoopInfo) -> set[str]:
     names = set(loop.bound)
     if isinstance(loop.node, cst.For):
-        names |= _names_in(loop.node.target)
+        names |= names_in(loop.node.target)
     return names
 
 
@@ -55,14 +41,14 @@ def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo], defaults: bool = 
     with `defaults`, also the names its parameter defaults read, evaluated outside
     (`lambda t, y, vf=vf: vf(t, y)` captures the loop's `vf`)."""
     if fn is not None and isinstance(fn.node, (cst.FunctionDef, cst.Lambda)):
-        names = _names_in(fn.node.body) - fn.local_names
+        names = names_in(fn.node.body) - fn.local_names
         if defaults:
-            names |= {n for p in fn.params if p.default is not None for n in _names_in(p.default)}
+            names |= {n for p in fn.params if p.default is not None for n in names_in(p.default)}
         return names
-    names = _names_in(node) - _params_of(node)
+    names = names_in(node) - _params_of(node)
     if defaults and isinstance(node, cst.Lambda):
         names |= {n for p in node.params.params + node.params.kwonly_params if p.default is not None
-                  for n in _names_in(p.default)}
+                  for n in names_in(p.default)}
     return names
 
 
@@ -89,21 +75,6 @@ def _item_function(expr: cst.BaseExpression, per_item: set[str]) -> bool:
                 return True
         stack.extend(iter_children(n))
     return False
-
-
-def _small_statements(loop: LoopInfo) -> list[cst.BaseSmallStatement]:
-    """The simple statements of a `for`/`while` loop body (not those of nested defs and classes)."""
-    if not isinstance(loop.node, (cst.For, cst.While)):
-        return []
-    out: list[cst.BaseSmallStatement] = []
-    stack: list[cst.CSTNode] = [loop.node.body]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.SimpleStatementLine):
-            out.extend(n.body)
-        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
-            stack.extend(iter_children(n))
-    return out
 
 
 def _reads(node: cst.CSTNode, name: str) -> int:
@@ -154,7 +125,7 @@ def _used_only_in_traces(name: str, fn: FunctionInfo, where: Where) -> bool:
 
 def _assigned_names(call: cst.Call, loop: LoopInfo) -> set[str]:
     """The names a loop body binds the result of `call` to (`f = jax.jit(...)`)."""
-    return {t.target.value for st in _small_statements(loop) if isinstance(st, cst.Assign) and st.value is call
+    return {t.target.value for st in loop_statements(loop) if isinstance(st, cst.Assign) and st.value is call
             for t in st.targets if isinstance(t.target, cst.Name)}
 
 
@@ -184,8 +155,8 @@ def _stores_per_item(value: cst.BaseExpression, stmts: list[cst.BaseSmallStateme
             continue
         for t in st.targets:
             target = t.target
-            if isinstance(target, cst.Subscript) and _names_in(target) & per_item \
-                    or isinstance(target, cst.Attribute) and _names_in(target.value) & per_item:
+            if isinstance(target, cst.Subscript) and names_in(target) & per_item \
+                    or isinstance(target, cst.Attribute) and names_in(target.value) & per_item:
                 return True
             if isinstance(target, cst.Name) and depth == 0 and st.value is value \
                     and _stores_per_item(target, stmts, per_item, depth + 1):
@@ -197,14 +168,14 @@ def _kept_in_table(kept: cst.BaseExpression, loop: LoopInfo) -> bool:
     """Whether the loop keeps the jitted callable `kept` (the jit call, or the name bound to it) past its pass:
     appended to a container (alone or in a tuple, `fns.append((stack, unstack))`) or stored under a key or on
     an object that changes with the pass (`compiled[f"mm_{size}"] = mm`)."""
-    return _stores_per_item(kept, _small_statements(loop), _bound_in_loop(loop))
+    return _stores_per_item(kept, loop_statements(loop), _bound_in_loop(loop))
 
 
 def _kept_by_object(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
     """`opt = Optimizer(f=jax.jit(partial(f, size=size))); table[size] = opt` in a setup loop: the jitted
     function is handed to an object built for this item, which keeps it and calls it with its own
     arguments (so the item cannot become one), and the object is kept per item."""
-    stmts = _small_statements(loop)
+    stmts = loop_statements(loop)
     per_item = _bound_in_loop(loop)
     holders = {t.target.value for st in stmts if isinstance(st, cst.Assign) and st.value is jit
                for t in st.targets if isinstance(t.target, cst.Name)}
@@ -292,7 +263,7 @@ def _options_vary(jit: cst.Call, loop: LoopInfo) -> bool:
     `@partial(jax.jit, out_shardings=s)`) read a name the loop binds: each pass asks for a different program
     (another sharding, donation, static set), compiled anew wherever the jitted function is built."""
     varying = _bound_in_loop(loop)
-    return any(a.keyword is not None and _names_in(a.value) & varying for a in jit.args)
+    return any(a.keyword is not None and names_in(a.value) & varying for a in jit.args)
 
 
 def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
@@ -336,7 +307,7 @@ def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
             continue
         for b in outer.bindings(name):
             if b.value is not None:
-                todo.extend(sorted(_names_in(b.value)))
+                todo.extend(sorted(names_in(b.value)))
     return frozenset(found)
 
 
@@ -353,13 +324,13 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
     if not isinstance(node, cst.For):
         return False
     table = distinct_constants(node.iter) or literal_table(node.iter, where.model, loop.scope)
-    items = _names_in(node.target)
+    items = names_in(node.target)
 
     def sized(expr: cst.BaseExpression, depth: int) -> bool:
         if _shaped_item(expr, loop, where):
             return True
         for n in descendants(expr):
-            if isinstance(n, cst.Call) and any(_names_in(a.value) & items for a in n.args):
+            if isinstance(n, cst.Call) and any(names_in(a.value) & items for a in n.args):
                 q = where.resolve(n.func) or dotted(n.func) or ""
                 if q == "jax.device_put":
                     return True  # `x = jax.device_put(x, dev)` in `for dev in devices`: one program per device
@@ -393,15 +364,15 @@ def _shaped_item(expr: cst.BaseExpression, loop: LoopInfo, where: Where) -> bool
     """`arg` in `for arg in (jnp.array(1.0), jnp.ones((2,)), jnp.ones((2, 2)))`: the item of a loop over
     arrays of different shapes, a new input signature on every pass."""
     node = loop.node
-    return isinstance(node, cst.For) and isinstance(expr, cst.Name) and expr.value in _names_in(node.target) \
+    return isinstance(node, cst.For) and isinstance(expr, cst.Name) and expr.value in names_in(node.target) \
         and distinct_shapes(node.iter, where.model, loop.scope)
 
 
 def _values_in_loop(loop: LoopInfo, name: str) -> list[cst.BaseExpression]:
     """The values a loop body assigns to `name`, a tuple target's whole value included
     (`G, tau = make_data(n)` gives `make_data(n)`)."""
-    return [st.value for st in _small_statements(loop) if isinstance(st, cst.Assign)
-            and any(name in _names_in(t.target) for t in st.targets)]
+    return [st.value for st in loop_statements(loop) if isinstance(st, cst.Assign)
+            and any(name in names_in(t.target) for t in st.targets)]
 
 
 def _equal_each_pass(expr: cst.BaseExpression, where: Where) -> bool:
@@ -460,12 +431,12 @@ def _names_used_statically(node: cst.CSTNode, where: Where) -> set[str]:
                     used.append(v)
         used += where.model.python_value_args(n, where.scope)  # `kernel(x, block=b)` with `block: int`
         for v in used:
-            out |= _names_in(v)
+            out |= names_in(v)
     # `f(*args)[i]` where `f` gives a tuple: a tuple takes only a Python int as index, never a traced one
     for n in descendants(node):
         if isinstance(n, cst.Subscript) and isinstance(n.value, cst.Call) and len(n.slice) == 1 \
                 and isinstance(n.slice[0].slice, cst.Index) and _gives_tuple(n.value.func, where):
-            out |= _names_in(n.slice[0].slice.value)
+            out |= names_in(n.slice[0].slice.value)
     return out
 
 
@@ -707,7 +678,7 @@ class JitInLoop(Rule):
         or through a lambda or def of the loop body: the callable really differs on each pass."""
         if depth > 4:
             return None
-        targets = _names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
+        targets = names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
         for name in sorted(names):
             values = loop.bound.get(name)
             if not values or name in targets:
@@ -732,7 +703,7 @@ class JitInLoop(Rule):
         node = loop.node
         if not isinstance(node, cst.For) or depth > 4:
             return False
-        items = _names_in(node.target)
+        items = names_in(node.target)
         constants = distinct_constants(node.iter) or literal_table(node.iter, where.model, where.scope)
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
@@ -767,18 +738,18 @@ class JitInLoop(Rule):
                 return self._wraps_item(callable_.args[0].value, where, loop, depth + 1)
             return False
         if isinstance(callable_, cst.Attribute) and isinstance(callable_.value, cst.Name) \
-                and callable_.value.value in _names_in(loop.node.target):
+                and callable_.value.value in names_in(loop.node.target):
             return True  # `for name, env in envs.items(): jax.jit(env.step)`: a method of each item
         if isinstance(callable_, cst.Lambda):
             # `lambda t, impl=fn: impl(nu, t)` over `for name, fn in kernels.items()`: it calls the item it binds
-            items = _names_in(loop.node.target)
+            items = names_in(loop.node.target)
             called = {c.func.value for c in descendants(callable_.body)
                       if isinstance(c, cst.Call) and isinstance(c.func, cst.Name)}
             return any(isinstance(p.default, cst.Name) and p.default.value in items and p.name.value in called
                        for p in list(callable_.params.params) + list(callable_.params.kwonly_params))
         if not isinstance(callable_, cst.Name):
             return False
-        if callable_.value in _names_in(loop.node.target):
+        if callable_.value in names_in(loop.node.target):
             return where.model.lookup_function(callable_.value, where.scope) is None
         values = loop.bound.get(callable_.value, [])
         return bool(values) and all(v is not None and self._wraps_item(v, where, loop, depth + 1) for v in values)
@@ -795,7 +766,7 @@ class JitInLoop(Rule):
         loop binds to something that is not the same on every pass), itself or through a def of the loop body."""
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
-        targets = _names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
+        targets = names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
         for name in _free_names(callable_, fn):
             if name in targets:
                 return True
@@ -869,9 +840,9 @@ class JitInLoop(Rule):
             targets: set[str] = set()
             level: Optional[cst.CompFor] = comp.for_in
             while level is not None:
-                targets |= _names_in(level.target)
+                targets |= names_in(level.target)
                 level = level.inner_for_in
-            if _names_in(callable_) & targets:
+            if names_in(callable_) & targets:
                 return True  # `{a: jax.jit(sampler(a)) for a in agents}`: a table of distinct jitted functions
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
@@ -897,8 +868,8 @@ class JitInLoop(Rule):
             return  # `CLIPPERS[t] = jax.jit(lambda x, t=t: ...)`: one function could take `t` as an argument
         for t in node.targets:
             target = t.target
-            if isinstance(target, cst.Attribute) and _names_in(target.value) & per_item \
-                    or isinstance(target, cst.Subscript) and _names_in(target) & per_item:
+            if isinstance(target, cst.Attribute) and names_in(target.value) & per_item \
+                    or isinstance(target, cst.Subscript) and names_in(target) & per_item:
                 self._stored.add(id(node.value))
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
@@ -935,7 +906,7 @@ class JitInLoop(Rule):
         fix = edit = None
         if isinstance(loop.node, (cst.For, cst.While)) and isinstance(first.value, (cst.Lambda, cst.Call)):
             # Hoisting is exact when nothing the callable captures is rebound in the loop.
-            captured = _names_in(first.value) - _params_of(first.value)
+            captured = names_in(first.value) - _params_of(first.value)
             varying = captured & set(_bound_in_loop(loop))
             name = _fresh_name(where, "jitted", self.__dict__.setdefault("_names", set()))
             fix = Fix(f"Build the jitted callable once, as `{name}`, before the loop",
@@ -993,7 +964,7 @@ class JitInLoop(Rule):
             values = [b.value if b.value is not None else b.unpacked[0] if b.unpacked else None for b in bindings]
             if bindings and all(b.how == "=" and _factory_result(v, where, outer, objects=name not in called)
                                 for b, v in zip(bindings, values)) \
-                    and (name in called or all(_names_in(v) & params for v in values if v is not None)):
+                    and (name in called or all(names_in(v) & params for v in values if v is not None)):
                 # (an object's methods count when `outer` builds it from its arguments: `optax.adam(LR)` of a
                 # constant is the same optimizer on every call, and could be built once, outside)
                 return True
@@ -1101,7 +1072,7 @@ def _reads_rebound_global(names: set[str], where: Where, loop: LoopInfo) -> bool
     varying = {n for n, values in loop.bound.items()
                if any(v is None or not loop_invariant(v, loop, model, model.root) for v in values)}
     if isinstance(loop.node, cst.For):
-        varying |= _names_in(loop.node.target)
+        varying |= names_in(loop.node.target)
     varying -= set(model.root.defs) | set(model.root.classes)
     if not varying:
         return False

@@ -9,7 +9,7 @@ import libcst as cst
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..semantic.scopes import never_mentioned
 from ..syntax import _is_literal, _target_names, descendants, dotted, iter_children
-from ..semantic.loops import clears_caches, loop_invariant
+from ..semantic.loops import clears_caches, loop_invariant, loop_statements, names_in
 from ..semantic.uses import ModuleUses, Uses
 from .base import Report, Rule, Where, tracing_phrase
 
@@ -395,32 +395,22 @@ def _resliced_each_pass(call: cst.Call, loop: LoopInfo) -> bool:
     """Whether `call` passes an argument the loop slices anew on each pass by a bound taken from its own
     variable (`for lr, length in stages: ys_ = ys[:, :int(n * length)]; step(ys_, ...)`): each pass feeds
     arrays of another shape, so the cached function is traced again and reads the names as they are then."""
-    node = loop.node
-    if not isinstance(node, cst.For):
+    if not isinstance(loop.node, cst.For):
         return False
-    varying = set(_target_names(node.target))
+    varying = set(_target_names(loop.node.target))
     sliced: set[str] = set()
-    stack: list[cst.CSTNode] = [node.body]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+    for st in loop_statements(loop):
+        if not (isinstance(st, cst.Assign) and len(st.targets) == 1 and isinstance(st.targets[0].target, cst.Name)):
             continue
-        if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
-            value, target = n.value, n.targets[0].target.value
-            if isinstance(value, cst.Subscript) and any(
-                    isinstance(el.slice, cst.Slice) and any(
-                        part is not None and _mentions_any(part, varying)
-                        for part in (el.slice.lower, el.slice.upper, el.slice.step))
-                    for el in value.slice):
-                sliced.add(target)
-            elif _mentions_any(value, varying):
-                varying.add(target)  # `n = int(size * frac)`: a bound computed from the loop variable
-        stack.extend(reversed(list(iter_children(n))))
+        value, target = st.value, st.targets[0].target.value
+        bounds = [part for el in value.slice if isinstance(el.slice, cst.Slice)
+                  for part in (el.slice.lower, el.slice.upper, el.slice.step) if part is not None] \
+            if isinstance(value, cst.Subscript) else []
+        if any(names_in(b) & varying for b in bounds):
+            sliced.add(target)
+        elif names_in(value) & varying:
+            varying.add(target)  # `n = int(size * frac)`: a bound computed from the loop variable
     return any(isinstance(a.value, cst.Name) and a.value.value in sliced for a in call.args)
-
-
-def _mentions_any(expr: cst.CSTNode, names: set[str]) -> bool:
-    return any(isinstance(n, cst.Name) and n.value in names for n in descendants(expr))
 
 
 def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, shapes: bool = False) -> bool:

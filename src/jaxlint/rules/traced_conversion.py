@@ -108,9 +108,7 @@ class TracedConversion(Rule):
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             return
         index = node.slice[0].slice.value
-        if isinstance(index, cst.Name) and f"instance:{index.value}" in where.guards:
-            return  # `if isinstance(slot, Slot): table[slot]`: an object of a class, no tracer
-        if not values.traced(index) or values.traced(node.value):
+        if not values.traced(index) or values.proven_object(index) or values.traced(node.value):
             return
         owner = where.model.owner_of(node.value.value, where.scope)
         if owner is None or isinstance(owner, ClassInfo):

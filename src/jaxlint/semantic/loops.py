@@ -11,6 +11,37 @@ from .model import ModuleModel
 from .scopes import FunctionInfo, LoopInfo, Scope
 
 
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every name read under `node` (the roots of attribute chains, not the attributes)."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+        else:
+            stack.extend(iter_children(n))
+    return out
+
+
+def loop_statements(loop: LoopInfo) -> list[cst.BaseSmallStatement]:
+    """The simple statements of a `for`/`while` loop body, in source order (not those of nested defs and
+    classes)."""
+    if not isinstance(loop.node, (cst.For, cst.While)):
+        return []
+    out: list[cst.BaseSmallStatement] = []
+    stack: list[cst.CSTNode] = [loop.node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            out.extend(n.body)
+        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            stack.extend(reversed(list(iter_children(n))))
+    return out
+
+
 def distinct_constants(expr: cst.BaseExpression) -> bool:
     """A literal list, tuple or set of distinct constants (`[False, True]`, `("train", "eval")`)."""
     if not isinstance(expr, (cst.List, cst.Tuple, cst.Set)) or not expr.elements:

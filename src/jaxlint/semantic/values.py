@@ -304,6 +304,12 @@ class Values:
             s = s.parent
         return False
 
+    def proven_object(self, e: cst.BaseExpression) -> bool:
+        """A name an enclosing `isinstance` test proved an instance of a class that is no array type
+        (`if isinstance(slot, Slot): table[slot]`): no tracer itself, so it can key a dict, whatever its
+        attributes hold."""
+        return isinstance(e, cst.Name) and f"instance:{e.value}" in self._static_override
+
     def _attribute_traced(self, e: cst.Attribute) -> bool:
         cls = self.m.frameworks.instance_class(e.value, self.fn)
         if cls is not None and (e.attr.value not in ARRAY_ATTRS or self.m.frameworks.field(cls, e.attr.value)[0]):
