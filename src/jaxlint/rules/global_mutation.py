@@ -273,7 +273,9 @@ class GlobalMutation(Rule):
     cannot convert an array to Python values (`float(arr[0])` in a `try`), runs only outside a trace and
     is not flagged. A method of a pytree class decorated with `jax.jit` (or `pmap`) gets `self` rebuilt
     from its leaves on each call: writing its attributes changes that copy only and is not flagged. A bound
-    method jitted where it is called (`jax.jit(obj.step)`) is not followed to its class.
+    method jitted where it is called (`jax.jit(obj.step)`) is followed to its class when `obj` is bound once
+    to a call of a class of the same module (`obj = Recorder()`); an instance from a parameter or another
+    file is not.
 
     ## References
     - https://docs.jax.dev/en/latest/stateful-computations.html

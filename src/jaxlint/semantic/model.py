@@ -710,7 +710,14 @@ class ModuleModel:
                 fn = cls.defs.get(expr.attr.value)
                 if fn is not None and not fn.is_accessor:  # (`SAE.create(config, key)` binds a classmethod's `cls`)
                     return CallableRef(fn, offset=1) if fn.is_classmethod else CallableRef(fn)
-            return self.frameworks.callable_of(expr, scope, call)
+            found = self.frameworks.callable_of(expr, scope, call)
+            if found is None:
+                cls = self.constructed_class(owner, scope)
+                fn = cls.defs.get(expr.attr.value) if cls is not None else None
+                if fn is not None and fn.is_method and not fn.is_accessor and not fn.is_classmethod:
+                    # `rec = Recorder(); jax.jit(rec.record)`: the method, its `self` bound to that instance
+                    return CallableRef(fn, offset=1, receiver=expr.value)
+            return found
         if isinstance(expr, cst.Call) and self.resolve(expr.func, scope) in PARTIALS and expr.args:
             inner = self.resolve_callable(expr.args[0].value, scope)
             if inner is None:
@@ -919,6 +926,22 @@ class ModuleModel:
                 return None
             expr, scope = values[0], self.root
         return None
+
+    def constructed_class(self, name: str, scope: Scope) -> Optional[ClassInfo]:
+        """The class of this module that `name` holds an instance of: a name its scope binds once, outside
+        a loop, to a call of the class (`rec = Recorder(size)`), and no parameter."""
+        owner = self.owner_of(name, scope)
+        if owner is None or name in owner.imports or name in owner.defs or name in owner.classes:
+            return None
+        if isinstance(owner, FunctionInfo) and owner.param(name) is not None:
+            return None
+        values = owner.assigned.get(name, [])
+        if len(values) != 1 or not isinstance(values[0], cst.Call) or owner.bind_loops.get(name, [None]) != [None]:
+            return None
+        if owner is self.root and not self.bound_once(name):
+            return None
+        cls = self.class_named(values[0].func, owner)
+        return cls if cls is not None and not cls.pytree else None
 
     def plain_enum_member(self, e: cst.BaseExpression, scope: Scope) -> bool:
         """`Impl.WARP` of a class deriving from `enum.Enum` alone (no `int`/`str` mix-in, as `IntEnum` has),
