@@ -517,7 +517,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             wanted.append(rep.end_node)
         wanted.extend((rep.subject_nodes or {}).values())
         fn = rep.function
-        if fn is not None and fn.target is not None:
+        if fn is not None and (rep.target or fn.target) is not None:
             wanted.append(fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node)
             tops.add(fn.top)
     try:
@@ -533,9 +533,10 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
             continue
         target = None
         fn = rep.function
-        if fn is not None and fn.target is not None:
+        chosen = rep.target or (fn.target if fn is not None else None)
+        if fn is not None and chosen is not None:
             name_node = fn.node.name if isinstance(fn.node, cst.FunctionDef) else fn.node
-            target = dataclasses.replace(fn.target, def_line=positions[id(name_node)][0])
+            target = dataclasses.replace(chosen, def_line=positions[id(name_node)][0])
         subject = dict(rep.subject) if rep.subject is not None else None
         if subject is not None and rep.subject_nodes:
             subject.update({k: positions[id(n)][0] for k, n in rep.subject_nodes.items()})

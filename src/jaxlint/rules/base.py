@@ -7,8 +7,8 @@ from typing import Callable, ClassVar, Optional
 import libcst as cst
 
 from ..edits import Edit, make_static
-from ..findings import Fix
-from ..semantic import FunctionInfo, LoopInfo, ModuleModel, Scope, Values
+from ..findings import Fix, TraceTarget
+from ..semantic import FunctionInfo, LoopInfo, ModuleModel, Scope, Values, target_through
 from ..syntax import iter_children
 
 
@@ -70,6 +70,7 @@ class Report:
     # Lines are filled in by the runner from the nodes in `subject_nodes` (key -> node).
     subject: Optional[dict] = None
     subject_nodes: Optional[dict] = None
+    target: Optional[TraceTarget] = None  # how the function is reached for this hazard, when not `function.target`
 
 
 @dataclass
@@ -88,11 +89,14 @@ class Rule:
 
     def report(self, node: cst.CSTNode, message: str, where: Where, *, end_node: Optional[cst.CSTNode] = None,
                fix: Optional[Fix] = None, edit: Optional[Edit] = None, subject: Optional[dict] = None,
-               subject_nodes: Optional[dict] = None) -> None:
+               subject_nodes: Optional[dict] = None, evidence: Optional[cst.CSTNode] = None) -> None:
+        """`evidence`: the traced value the hazard is about (a test, a size), when a caller that passes a
+        tracer into it should be the one shown and verified (see `tracing_phrase`)."""
         if where.model.expected_to_fail(node, where.scope):
             return  # `with pytest.raises(TracerBoolConversionError):` — the test wants JAX to reject it
         fn = where.traced if not self.anywhere else (where.traced or where.function)
-        self.reports.append(Report(node, message, fn, end_node, fix, edit, subject, subject_nodes))
+        target = target_through(fn, evidence) if fn is not None and evidence is not None else None
+        self.reports.append(Report(node, message, fn, end_node, fix, edit, subject, subject_nodes, target))
 
     @classmethod
     def visitors(cls) -> dict[type, str]:
@@ -160,9 +164,11 @@ _TRANSFORM_TEXT = {
 }
 
 
-def tracing_phrase(fn: FunctionInfo) -> str:
-    """How JAX reaches the function, for messages: "in `step` under `jax.jit`", "in `body` (a `lax.scan` body)"."""
-    t = fn.target
+def tracing_phrase(fn: FunctionInfo, evidence: Optional[cst.CSTNode] = None) -> str:
+    """How JAX reaches the function, for messages: "in `step` under `jax.jit`", "in `body` (a `lax.scan` body)".
+    With `evidence` (the traced value a hazard is about), a helper is shown through a caller that passes a
+    tracer into it (give `report` the same evidence)."""
+    t = target_through(fn, evidence) if evidence is not None else fn.target
     if t is None:
         return f"in `{fn.qualname}`"
     if t.transform == "helper":

@@ -61,9 +61,10 @@ class TracedBoolIndex(Rule):
             if isinstance(el.slice, cst.Index) and values.is_bool_array(el.slice.value):
                 self.report(
                     node,
-                    f"Indexing with a traced boolean mask {tracing_phrase(fn)} gives a result whose size depends on "
+                    f"Indexing with a traced boolean mask {tracing_phrase(fn, node)} gives a result whose size depends on "
                     "the data (`NonConcreteBooleanIndexError`); use `jnp.where(mask, x, 0)` or a fixed `size=`.",
                     where,
+                    evidence=node,
                 )
                 return
 
@@ -80,12 +81,13 @@ class TracedBoolIndex(Rule):
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
         if name == "where":
             if len(positional) == 1 and len(node.args) == 1 and values.traced(positional[0]):
-                self.report(node, f"One-argument `jnp.where` {tracing_phrase(fn)} returns indices of data-dependent "
-                            "size; use `jnp.where(cond, x, y)` or pass `size=` and `fill_value=`.", where)
+                self.report(node, f"One-argument `jnp.where` {tracing_phrase(fn, node)} returns indices of data-dependent "
+                            "size; use `jnp.where(cond, x, y)` or pass `size=` and `fill_value=`.", where,
+                            evidence=node)
             return
         if name in NONZERO_LIKE and positional and any(values.traced(p) for p in positional):
-            self.report(node, f"`jnp.{name}` {tracing_phrase(fn)} returns a data-dependent number of elements; "
-                        "pass `size=` (and `fill_value=`).", where)
+            self.report(node, f"`jnp.{name}` {tracing_phrase(fn, node)} returns a data-dependent number of elements; "
+                        "pass `size=` (and `fill_value=`).", where, evidence=node)
         elif method in ("nonzero",) and values.traced(node.func.value):  # type: ignore[union-attr]
-            self.report(node, f"`.nonzero()` {tracing_phrase(fn)} returns a data-dependent number of elements; "
-                        "use `jnp.nonzero(x, size=...)`.", where)
+            self.report(node, f"`.nonzero()` {tracing_phrase(fn, node)} returns a data-dependent number of elements; "
+                        "use `jnp.nonzero(x, size=...)`.", where, evidence=node)

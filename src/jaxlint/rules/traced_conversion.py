@@ -71,7 +71,8 @@ class TracedConversion(Rule):
         assert fn is not None
         if where.model.probed(node, where.scope):
             return  # `try: np.asarray(x) except Exception: return False`: a probe of whether x is concrete
-        self.report(node, f"{what} needs a concrete value, but it is traced {tracing_phrase(fn)}; {fix}.", where)
+        self.report(node, f"{what} needs a concrete value, but it is traced {tracing_phrase(fn, node)}; {fix}.", where,
+                    evidence=node)
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
         fn = where.traced

@@ -68,12 +68,13 @@ class TracedIf(Rule):
         fix, edit = static_argnames_fix(where, fn, test)
         self.report(
             node,
-            f"Python {what} on a traced value {tracing_phrase(fn)} raises `TracerBoolConversionError`; "
+            f"Python {what} on a traced value {tracing_phrase(fn, test)} raises `TracerBoolConversionError`; "
             f"use `jnp.where` or `jax.lax.cond`, or mark the argument static.",
             where,
             end_node=end,
             fix=fix,
             edit=edit,
+            evidence=test,
         )
 
     def visit_If(self, node: cst.If, where: Where) -> None:

@@ -67,9 +67,10 @@ class TracedShape(Rule):
         assert fn is not None
         self.report(
             node,
-            f"{what} needs a static size, but it is traced {tracing_phrase(fn)}; make it a static argument "
+            f"{what} needs a static size, but it is traced {tracing_phrase(fn, node)}; make it a static argument "
             "(`static_argnames`) or use a fixed size with a mask.",
             where,
+            evidence=node,
         )
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:

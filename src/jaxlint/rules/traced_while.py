@@ -62,10 +62,11 @@ class TracedWhile(Rule):
         fix, edit = static_argnames_fix(where, fn, node.test)
         self.report(
             node,
-            f"Python `while` on a traced condition {tracing_phrase(fn)} raises `TracerBoolConversionError`; "
+            f"Python `while` on a traced condition {tracing_phrase(fn, node.test)} raises `TracerBoolConversionError`; "
             "use `jax.lax.while_loop`, or `lax.fori_loop` for a fixed number of steps.",
             where,
             end_node=node.test,
             fix=fix,
             edit=edit,
+            evidence=node.test,
         )

@@ -207,6 +207,7 @@ class FunctionInfo(Scope):
     # traced call site's latest answer (id of the call -> parameters), replaced as its caller is re-solved.
     seed_params: set[str] = field(default_factory=set)
     site_params: dict[int, frozenset[str]] = field(default_factory=dict)
+    site_callers: dict[int, "FunctionInfo"] = field(default_factory=dict)  # id of the call -> the function making it
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
     declared_static: set[str] = field(default_factory=set)
     # `**kw` under an equinox filter transform, which passes non-array values through: a key read with a

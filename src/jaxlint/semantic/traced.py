@@ -596,6 +596,8 @@ class _Tracer:
             fn.transforms.add(kind)
         if call is not None:
             fn.site_params[id(call)] = frozenset(params)
+            if caller is not None:
+                fn.site_callers[id(call)] = caller
         else:
             fn.seed_params |= params
         now = fn.seed_params.union(*fn.site_params.values()) - fn.declared_static
@@ -1747,6 +1749,38 @@ def _root(site_fn: Optional[FunctionInfo]) -> Optional[TraceTarget]:
     if site_fn is None or site_fn.target is None:
         return None
     return site_fn.target.root or site_fn.target
+
+
+def target_through(fn: FunctionInfo, evidence: Optional[cst.CSTNode]) -> Optional[TraceTarget]:
+    """How JAX reaches `fn` for a hazard on the traced parameters `evidence` reads (directly, or through the
+    locals it names): a helper is shown, and verified, through a caller that passes a tracer into one of
+    them, when the first caller found (`fn.target`) passes none (`forward(tokens, gd)` called from
+    `loss_fn` with a static `gd` and from `evaluate` with a traced one: `if not gd` is reached via `evaluate`)."""
+    t = fn.target
+    if t is None or t.transform != "helper" or evidence is None or len(fn.site_callers) < 2:
+        return t
+    names = _params_read(fn, evidence)
+    callers = [fn.site_callers[k] for k, params in fn.site_params.items() if params & names and k in fn.site_callers]
+    if not callers or any(_via(c) == t.via for c in callers):
+        return t
+    return TraceTarget(fn.qualname, 0, "helper", (), (), _via(callers[0]), _root(callers[0]))
+
+
+def _params_read(fn: FunctionInfo, node: cst.CSTNode) -> set[str]:
+    """The traced parameters of `fn` an expression reads, directly or through locals bound from them
+    (two bindings deep)."""
+    names = {n.value for n in descendants(node) if isinstance(n, cst.Name)}
+    found = names & fn.traced_params
+    frontier = names - found
+    for _ in range(2):
+        reached: set[str] = set()
+        for name in frontier:
+            for value in fn.assigned.get(name, []):
+                if value is not None:
+                    reached |= {n.value for n in descendants(value) if isinstance(n, cst.Name)}
+        found |= reached & fn.traced_params
+        frontier = reached - found - frontier
+    return found
 
 
 def _via(site_fn: Optional[FunctionInfo]) -> tuple[str, ...]:
