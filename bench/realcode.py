@@ -1,7 +1,7 @@
 """Precision of jaxlint on real repositories, against verdicts judged by people.
 
     python bench/realcode.py CORPUS_DIR [--judged bench/realcode/judged.json]
-        [--repos bench/realcode/repos.json] [--jobs N] [--save-findings FILE] [--select RULES]
+        [--repos bench/realcode/repos.json] [--jobs N] [--save-findings FILE] [--select RULES] [--verify]
 
 CORPUS_DIR holds one folder per repository, named as the keys of repos.json (the sources at the
 commits recorded there); repositories that are missing are skipped. Export only the Python files,
@@ -20,6 +20,10 @@ The lost and the new findings are listed after it, for a reviewer to judge.
 
 --jobs N lints N repositories at a time. --select is passed to jaxlint and also limits which
 judgements count. --save-findings writes every finding, with its verdict if judged, as JSON.
+--verify runs jaxlint's verification too (it imports and traces the repositories' code, fenced as
+jaxlint always fences it; slow) and adds a second table: per rule, how the judged findings were
+verified (confirmed / refuted / unverified, for TRUE and for FALSE ones), then every judged finding
+the verifier contradicts (a TRUE one refuted, a FALSE one confirmed), with its evidence.
 Exit status: 0, or 2 for a usage error or when jaxlint failed on a repository.
 """
 from __future__ import annotations
@@ -105,13 +109,13 @@ def targets(folder: str, include: str | None) -> list[str]:
 
 
 def lint(repo: str, folder: str, include: str | None, select: str | None,
-         jobs: int) -> tuple[list[dict], str | None]:
+         jobs: int, verify: bool = False) -> tuple[list[dict], str | None]:
     """Findings of one repository (paths relative to its folder), or an error message."""
     paths = targets(folder, include)
     if not paths:
         return [], None
-    cmd = [sys.executable, "-m", "jaxlint", "--no-verify", "--no-cache", "--format", "json",
-           "-j", str(jobs)]
+    cmd = [sys.executable, "-m", "jaxlint", "--verify" if verify else "--no-verify", "--no-cache",
+           "--format", "json", "-j", str(jobs)]
     if select:
         cmd += ["--select", select]
     proc = subprocess.run(cmd + paths, capture_output=True, text=True)
@@ -125,7 +129,8 @@ def lint(repo: str, folder: str, include: str | None, select: str | None,
         return [], f"unreadable jaxlint output ({e})"
     return [{"repo": repo, "path": os.path.relpath(f["path"], folder).replace(os.sep, "/"),
              "line": f["line"], "rule": f["name"], "code": f.get("code"), "column": f.get("column"),
-             "function": f.get("function"), "message": f.get("message", "")} for f in raw], None
+             "function": f.get("function"), "message": f.get("message", ""),
+             **({"verification": f["verification"]} if verify and f.get("verification") else {})} for f in raw], None
 
 
 COLUMNS = ["TRUE kept", "TRUE lost", "FALSE still", "FALSE gone", "new", "precision"]
@@ -137,6 +142,40 @@ def row(c: dict[str, int]) -> list[str]:
     return [str(c[k]) for k in COLUMNS[:-1]] + [prec]
 
 
+STATUSES = ["confirmed", "refuted", "unverified"]
+
+
+def print_verification(reported: dict[Key, dict], judged: dict[Key, dict], in_scope: Any) -> None:
+    """How the verifier's verdicts on the judged findings still reported agree with the judgements."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    contradicted: list[tuple[Key, str, dict]] = []
+    for key, f in reported.items():
+        j = judged.get(key)
+        if j is None or not in_scope(key[3]):
+            continue
+        status = (f.get("verification") or {}).get("status", "not-run")
+        if status not in STATUSES:
+            status = "unverified"
+        counts[key[3]][f"{j['verdict']} {status}"] += 1
+        if (j["verdict"], status) in (("TRUE", "refuted"), ("FALSE", "confirmed")):
+            contradicted.append((key, j["verdict"], f))
+    columns = [f"{v} {s}" for v in ("TRUE", "FALSE") for s in STATUSES]
+    rules = sorted(counts)
+    model = [r for r in rules if r not in NOT_TRACE_MODEL]
+    table = [["rule", *columns]] + [[r, *(str(counts[r][c]) for c in columns)] for r in rules]
+    table.append(["trace-model rules", *(str(sum(counts[r][c] for r in model)) for c in columns)])
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns) + 1)]
+    print("\nverification of the judged findings (judged verdict, verifier's status):")
+    for i, line in enumerate(table):
+        print("  ".join([line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:])]))
+        if i == 0 or i == len(table) - 2:
+            print("-" * (sum(widths) + 2 * len(columns)))
+    print(f"\ncontradicted by the verifier ({len(contradicted)}):")
+    for (repo, path, line_no, rule), verdict, f in sorted(contradicted, key=lambda x: x[0]):
+        detail = (f.get("verification") or {}).get("detail", "")
+        print(f"  {repo} {path}:{line_no} {rule} judged {verdict}: {detail}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("corpus", metavar="CORPUS_DIR")
@@ -145,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="repositories linted at a time")
     p.add_argument("--save-findings", metavar="FILE")
     p.add_argument("--select", metavar="RULES", help="rule codes, prefixes or names (as jaxlint)")
+    p.add_argument("--verify", action="store_true", help="verify the findings too, and compare the verdicts")
     args = p.parse_args(argv)
     try:
         if not os.path.isdir(args.corpus):
@@ -162,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(jobs) as pool:
         results = dict(zip(present, pool.map(
             lambda r: lint(r, os.path.abspath(os.path.join(args.corpus, r)), repos[r].get("include"),
-                           args.select, per_run), present)))
+                           args.select, per_run, args.verify), present)))
     failed = {r: err for r, (_, err) in results.items() if err}
     measured = {r for r in present if r not in failed}
     in_scope = selector(args.select)
@@ -210,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nunjudged findings ({len(new)}):")
     for f in sorted(new, key=lambda f: (f["repo"], f["path"], f["line"], f["rule"])):
         print(f"  {f['repo']} {f['path']}:{f['line']} {f['rule']}  {f['message']}")
+
+    if args.verify:
+        print_verification(reported, judged, in_scope)
 
     if args.save_findings:
         saved = [{**f, "verdict": judged[k]["verdict"]} if k in judged else f
