@@ -333,7 +333,8 @@ class _Tracer:
             if rule.target is None:
                 rule.target = TraceTarget(rule.qualname, 0, "helper", (), (), (f.qualname,), _root(f))
             rule.helper_sites.add((m.root, -1))  # runs wherever `f` is differentiated
-            self.mark(rule, traced, f.abstract, f.cached, f.target.transform if f.target else "helper", None)
+            self.mark(rule, traced, f.abstract, f.cached, f.target.transform if f.target else "helper", None,
+                      staged_site=f.target is None)
 
     def seed_application(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
                          site_cached: bool) -> bool:
@@ -588,7 +589,9 @@ class _Tracer:
         if cached and not fn.cached:
             fn.cached = True
             grew = True
-        staged = (caller is None or caller.staged) if kind == "helper" else kind not in UNSTAGED or staged_site
+        # (a helper called from another file is staged as its caller there is: `staged_site`)
+        staged = (caller.staged if caller is not None else staged_site) if kind == "helper" \
+            else kind not in UNSTAGED or staged_site
         if staged and not fn.staged:
             fn.staged = True
             grew = True
@@ -650,14 +653,15 @@ class _Tracer:
                 # measured to be mostly noise.
                 direct = fn.target is not None and fn.target.transform != "helper"
                 if direct and qual is not None and not qual.startswith("builtins.") and any(a.traced for a in args):
-                    m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname)
+                    m.external_calls[id(call)] = ExternalCall(qual, tuple(args), fn.abstract, fn.cached, fn.qualname,
+                                                              staged=fn.staged)
                 elif direct or (fn.is_method and fn.cls is not None and m.frameworks.kind(fn.cls)):
                     # `models.CNN().apply(variables, x)`: a method of a module class imported from elsewhere,
                     # also a submodule a model module's own method calls (`self.encoder(x)`)
                     method = m.frameworks.imported_method(call, fn, values, args)
                     if method is not None:
                         m.external_calls[id(call)] = ExternalCall(method[0], method[1], fn.abstract, fn.cached,
-                                                                  fn.qualname)
+                                                                  fn.qualname, staged=fn.staged)
                 continue
             self._follow(ref, call, fn, values, args)
 
@@ -717,7 +721,7 @@ class _Tracer:
             if fn.target is None:
                 fn.target = TraceTarget(fn.qualname, 0, "helper", (), (), (f"{ext.caller} ({ext.origin})",))
             self.mark(fn, traced, ext.abstract, ext.cached, "helper", None, pytrees,
-                      site=(id(ext), None, 0, frozenset(), ext.args))
+                      site=(id(ext), None, 0, frozenset(), ext.args), staged_site=ext.staged)
             _note_passed(fn, _given_by(fn, ext.args))
             _note_left_none(fn, _left_none(fn, 0, frozenset(), ext.args))
 
@@ -757,6 +761,9 @@ class ExternalCall:
     # "ref": Pallas refs handed to a function of another file (`traced` on an argument marks a ref);
     # "global": a module constant of the caller's file taken as a flag, which no other file may set
     kind: str = "traced"
+    # whether the caller is staged out (under jit, pmap, a lax body): under `grad` or `vmap` alone the
+    # callee's jnp calls on Python values run eagerly and give concrete arrays
+    staged: bool = True
 
 
 def external_target(m: ModuleModel, ext: ExternalCall) -> Optional[FunctionInfo]:
