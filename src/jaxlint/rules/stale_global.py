@@ -107,7 +107,10 @@ class StaleGlobal(Rule):
     for each stage's `frac`) feeds new shapes, so each pass traces again and sees the name as it is then.
     A name the function only hands to a parameter its
     callee (a def of the module) never reads changes nothing and is not reported. A setter that binds the global only to a module it imports (a lazy import)
-    sets the same object every time.
+    sets the same object every time. A loader that works once per process (its first statement returns
+    early on a module flag only it sets, `if _ready: return`) and that module code runs at import, before
+    anything can trace the reader, binds the value every trace sees; a function that clears the flag
+    again makes it a setter like any other.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -238,7 +241,7 @@ class StaleGlobal(Rule):
                     last = max(other.bind_order[name])
                     if fn.trace_sites and all(scope is other and order > last for scope, order in fn.trace_sites):
                         continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
-                    if self._set_once_before_use(name, other, fn, model):
+                    if self._set_once_before_use(name, other, fn, model) or self._set_at_import(other, fn, model):
                         continue
                     if self._never_called(other, model) or never_mentioned(other):
                         continue  # a setter nothing in the project calls rebinds nothing
@@ -293,6 +296,20 @@ class StaleGlobal(Rule):
         last = max(other.bind_order[name])
         return uses is not None and bool(uses.sites) and all(s.scope is other and s.stamp > last for s in uses.sites)
 
+    def _set_at_import(self, other: FunctionInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
+        """Whether `other` does its work once per process (it leaves early on a module flag only it sets,
+        `if _ready: return`, before any other statement) and straight-line module code runs it at import,
+        before any module-level call that can trace the reader: every trace sees what that first run bound."""
+        if _once_flag(other, model) is None:
+            return False
+        runs = self._module_uses(model).uses(other.name)
+        first = min((s.stamp for s in runs.sites if s.scope is model.root and s.loop is None), default=None) \
+            if runs is not None else None
+        if first is None:
+            return False
+        reader = self._reader_uses(fn, model)
+        return reader is None or all(s.stamp > first for s in reader.sites if s.scope is model.root)
+
     def _report(self, node: cst.Name, name: str, how: str, fn: FunctionInfo) -> Report:
         return Report(
             node,
@@ -327,6 +344,41 @@ def _once_guard(node: Union[cst.FunctionDef, cst.Lambda], name: str) -> bool:
                 guards.add(id(test))
     reads = [n for n in _loads(node.body) if n.value == name]
     return bool(reads) and all(id(r) in guards for r in reads)
+
+
+def _once_flag(fn: FunctionInfo, model: ModuleModel) -> Optional[str]:
+    """The module flag a function runs once by: its first statement is `if FLAG: return ...`, it sets
+    `global FLAG` to True, module code binds FLAG only to False or None (or to what the function returns),
+    and no other function binds it."""
+    node = fn.node
+    if fn.parent is not model.root or not isinstance(node, cst.FunctionDef) \
+            or not isinstance(node.body, cst.IndentedBlock):
+        return None
+    def preamble(stmt: cst.BaseStatement) -> bool:  # a docstring, `global FLAG, VALUE`
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        return isinstance(small, (cst.Global, cst.Nonlocal)) or isinstance(small, cst.Expr) \
+            and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+
+    first = next((stmt for stmt in node.body.body if not preamble(stmt)), None)
+    if not isinstance(first, cst.If) or first.orelse is not None or not isinstance(first.test, cst.Name):
+        return None
+    inner = first.body.body if isinstance(first.body, cst.IndentedBlock) else ()
+    if len(inner) != 1 or not isinstance(inner[0], cst.SimpleStatementLine) \
+            or not isinstance(inner[0].body[0], cst.Return):
+        return None
+    flag = first.test.value
+    sets = fn.assigned.get(flag, [])
+    if flag not in fn.declared_global or not sets or any(not (isinstance(v, cst.Name) and v.value == "True") for v in sets):
+        return None
+    def unset_or_ran(v: Optional[cst.BaseExpression]) -> bool:  # `_ready = False`, `_ready = init()` (its own result)
+        return isinstance(v, cst.Name) and v.value in ("False", "None") or isinstance(v, cst.Call) \
+            and isinstance(v.func, cst.Name) and v.func.value == fn.name and not v.args
+
+    if not all(unset_or_ran(v) for v in model.root.assigned.get(flag, [])):
+        return None
+    if any(other is not fn and flag in other.declared_global and flag in other.assigned for other in model.functions):
+        return None
+    return flag
 
 
 def _passed_only_unused(name: str, node: Union[cst.FunctionDef, cst.Lambda], fn: FunctionInfo,
