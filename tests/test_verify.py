@@ -285,6 +285,16 @@ def test_a_project_that_is_not_installed_imports_its_own_package_and_stands_in_f
     assert "stand-in" in guarded.verification.detail and "no refutation" in guarded.verification.detail
 
 
+def test_a_folder_of_modules_without_an_init_is_found_as_a_namespace_package() -> None:
+    # `ownns_for_verify/solvers/norms.py` with no `__init__.py` anywhere: run from the project's root,
+    # Python imports it as a namespace package, and so does verification.
+    path = DATA / "own_project" / "scripts" / "uses_namespace_package.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [f.function for f in found] == ["step"]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail
+
+
 def test_attributes_a_method_reads_from_self_are_built_as_it_reads_them() -> None:
     # `Pricer(path)` fails, so the instance is bare: `self.market.spot` is a record, `self.model.apply`
     # an object verification cannot build, which the evidence names instead of an AttributeError.

@@ -63,10 +63,30 @@ class ProjectPackages(importlib.abc.MetaPathFinder):
             return None  # submodules are found through their package's `__path__`
         for folder in self.folders:
             spec = importlib.machinery.PathFinder.find_spec(name, [folder])
-            # Only real code: a bare folder of that name (`data/`, `tests/`) is not the package.
-            if spec is not None and (spec.origin or "").endswith(".py"):
+            # Only real code: a bare folder of that name (`data/`, `tests/`) is not the package, but a
+            # folder of modules without an `__init__.py` (`agents/ppo/train.py`) is a namespace package.
+            if spec is not None and ((spec.origin or "").endswith(".py") or _holds_code(spec)):
                 return spec
         return None
+
+
+def _holds_code(spec: importlib.machinery.ModuleSpec) -> bool:
+    """Whether a namespace package's folders hold Python modules, directly or one folder down."""
+    for folder in spec.submodule_search_locations or ():
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                return True
+            if entry.is_dir() and not entry.name.startswith((".", "__")):
+                try:
+                    if any(n.endswith(".py") for n in os.listdir(entry.path)):
+                        return True
+                except OSError:
+                    continue
+    return False
 
 
 def _used(name: str) -> ModuleNotFoundError:
