@@ -306,6 +306,17 @@ def test_attributes_a_method_reads_from_self_are_built_as_it_reads_them() -> Non
     assert unbuilt.status == "unverified" and "`self.model` could not be built" in unbuilt.detail, unbuilt.detail
 
 
+def test_flags_counts_and_indices_are_built_as_the_body_uses_them() -> None:
+    # A bare instance: `self.use_bias` is only tested (a Python bool), `self.n_features` and
+    # `range(self.num_rounds)` are counts (Python ints), `table[agent_id]` makes `agent_id` an integer
+    # scalar. Built as arrays, the body failed before the flagged line and gave no verdict.
+    path = DATA / "flags_and_counts_on_self.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [(f.name, f.line) for f in found] == [("traced-if", _line(path, "if row.sum() > 0"))]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail
+
+
 def test_a_shape_a_call_site_builds_is_the_input_and_two_different_ones_give_none() -> None:
     path = DATA / "shape_from_call_site.py"
     found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}

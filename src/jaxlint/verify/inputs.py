@@ -33,6 +33,12 @@ _COUNT_NAMES = {"n", "k", "num", "steps", "depth", "count", "length", "size", "d
                 "hidden", "num_steps", "n_steps", "batch_size", "seed", "axis", "i", "idx", "index"}
 
 
+def _count_name(name: str) -> bool:
+    """A name that says it holds a count (`n_layers`, `num_heads`, `hidden_size`, `unit_type_bits`)."""
+    return name in _COUNT_NAMES or name.startswith(("n_", "num_")) \
+        or name.endswith(("_size", "_dim", "_len", "_length", "_steps", "_bits")) or "_bits_" in name
+
+
 class CannotBuild(Exception):
     """The inputs for a function could not be built; the message says why."""
 
@@ -40,7 +46,12 @@ class CannotBuild(Exception):
 # ---- structure read from how the body uses a parameter -------------------------------------------
 
 Spec = tuple  # ("array",) | ("array", rank, exact) | ("dict", {key: Spec}) | ("seq", [Spec], iterated) |
-#               ("obj", {attr: Spec}) | ("key",) | ("keyfn",) | ("call",)
+#               ("obj", {attr: Spec}) | ("key",) | ("keyfn",) | ("call",) | ("bool",) | ("int",) | ("index",)
+# ("index",): used alone as an index (`table[agent_id]`): an integer scalar.
+# ("bool",): only tested for truth (`if cfg.use_bias:`); ("int",): a count (`range(cfg.n_layers)`). Either
+# is built as a Python value only where the object holding it is one JAX never traces (an instance's
+# attributes); elsewhere, as any other leaf, it is an array.
+_SCALARS = ("bool", "int")
 
 
 def _rank(a: Spec, b: Spec) -> Spec:
@@ -57,6 +68,10 @@ def _rank(a: Spec, b: Spec) -> Spec:
 def _merge(a: Optional[Spec], b: Optional[Spec]) -> Optional[Spec]:
     if a is not None and b is not None and a[0] == b[0] == "array":
         return _rank(a, b)
+    if a is not None and a[0] in _SCALARS and b is not None:
+        return b  # (any other use says more)
+    if b is not None and b[0] in _SCALARS and a is not None:
+        return a
     if a is None or a[0] == "array":
         return b if b is not None else a
     if b is None or b[0] == "array":
@@ -137,6 +152,8 @@ class _Usage:
         parent = self.parents.get(node)
         if parent is None:
             return None
+        if isinstance(parent, ast.Subscript) and parent.slice is node and isinstance(parent.ctx, ast.Load):
+            return ("index",)
         if isinstance(parent, ast.Subscript) and parent.value is node:
             inner = self.of_expr(parent, depth + 1, seen) if isinstance(parent.ctx, ast.Load) else None
             key = parent.slice
@@ -165,11 +182,18 @@ class _Usage:
             return ("obj", {parent.attr: self.of_expr(parent, depth + 1, seen)})
         if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
             return ("seq", [self._target(parent.target, depth, seen)] * 2, True)
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and parent.test is node \
+                or isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+            return ("bool",)
+        if isinstance(parent, ast.BoolOp):
+            return ("bool",) if self.of_expr(parent, depth + 1, seen) == ("bool",) else None
         if isinstance(parent, ast.Call):
             func = parent.func
             fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
             if func is node:
                 return ("call",)
+            if fname == "range" and isinstance(func, ast.Name) and node in parent.args:
+                return ("int",)
             if fname == "len" and parent.args and parent.args[0] is node:
                 return ("seq", [None, None], True)
             if fname in ("enumerate", "zip", "reversed") and node in parent.args:
@@ -455,18 +479,24 @@ class Inputs:
         self.key_counter += 1
         return typed_key(self.key_counter)
 
-    def from_spec(self, spec: Optional[Spec], name: str) -> Any:
+    def from_spec(self, spec: Optional[Spec], name: str, scalars: bool = False) -> Any:
+        """A value shaped as `spec` says; with `scalars`, flags and counts as Python values (see `Spec`)."""
+        if spec is not None and spec[0] in _SCALARS:
+            if scalars:
+                return True if spec[0] == "bool" else 3
+            spec = None
         if spec is None or spec[0] == "array":
             rank = (spec[1], spec[2]) if spec is not None and len(spec) > 1 else None
-            if rank is None and self.plain_call and (name in _COUNT_NAMES or name.startswith(("n_", "num_"))
-                                                     or name.endswith(("_size", "_dim", "_len", "_length", "_steps"))):
+            if rank is None and (self.plain_call or scalars) and _count_name(name):
                 return 3  # a count read from a configuration record
             return self.key() if name in KEY_NAMES else self.array(rank=rank)
         kind = spec[0]
+        if kind == "index":
+            return self.array(dims=(), integer=True)
         if kind == "dict":
-            return {k: self.from_spec(v, k) for k, v in sorted(spec[1].items())}
+            return {k: self.from_spec(v, k, scalars) for k, v in sorted(spec[1].items())}
         if kind == "seq":
-            items = [self.from_spec(s, name) for s in spec[1]]
+            items = [self.from_spec(s, name, scalars) for s in spec[1]]
             return items if spec[2] else tuple(items)
         if kind == "obj":
             attrs = spec[1]
@@ -475,7 +505,7 @@ class Inputs:
                                   f"(`{'`, `'.join(sorted(k for k, v in attrs.items() if v and v[0] == 'call'))}`) "
                                   "are called")
             cls = collections.namedtuple(f"{name.title().replace('_', '')}Record", sorted(attrs))  # a pytree
-            return cls(**{k: self.from_spec(v, k) for k, v in attrs.items()})
+            return cls(**{k: self.from_spec(v, k, scalars) for k, v in attrs.items()})
         if kind == "call":
             raise CannotBuild(f"could not build inputs for `{name}`: it is called as a function")
         return self.array()
@@ -736,9 +766,10 @@ def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
     """A value for `self.attr` as the method reads it: a record for `self.process.s0`, an array of the
     rank it reads, else a small array; an object whose methods are called cannot be built: a stand-in
     says so where the method uses it (before the flagged line, so without a verdict)."""
-    if spec is not None and (spec[0] in ("obj", "dict", "seq") or spec[0] == "array" and len(spec) > 1):
+    if spec is not None and (spec[0] in ("obj", "dict", "seq", *_SCALARS) or spec[0] == "array" and len(spec) > 1) \
+            or _count_name(attr):
         try:
-            return inputs.from_spec(spec, attr)
+            return inputs.from_spec(spec, attr, scalars=True)
         except CannotBuild as exc:
             from .evidence import Unbuilt
 
