@@ -306,6 +306,17 @@ def test_attributes_a_method_reads_from_self_are_built_as_it_reads_them() -> Non
     assert unbuilt.status == "unverified" and "`self.model` could not be built" in unbuilt.detail, unbuilt.detail
 
 
+def test_an_error_the_enclosing_function_catches_still_confirms() -> None:
+    # The test calls the jitted function in a `try` and goes on: the line ran under the trace and raised;
+    # that the code caught the error does not make the line safe (it was refuted before).
+    path = DATA / "caught_by_the_enclosing_test.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [(f.name, f.line) for f in found] == [("traced-shape", _line(path, "for i in range(n)"))]
+    verify_findings(found, timeout=20)
+    v = found[0].verification
+    assert v.status == "confirmed" and "caught by the code itself" in v.detail, v.detail
+
+
 def test_flags_counts_and_indices_are_built_as_the_body_uses_them() -> None:
     # A bare instance: `self.use_bias` is only tested (a Python bool), `self.n_features` and
     # `range(self.num_rounds)` are counts (Python ints), `table[agent_id]` makes `agent_id` an integer

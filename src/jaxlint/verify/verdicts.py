@@ -398,9 +398,14 @@ class Judging:
                 span = range(f["line"], f["end_line"] + 1)
                 here = [fr for fr in traceback.extract_tb(exc.__traceback__)] if exc is not None else []
                 hit = [fr for fr in here if os.path.abspath(fr.filename) == key[0] and fr.lineno in span]
+                caught = next((c for (p, n), c in self.observer.raised.items()
+                               if p == key[0] and n in span and checks.confirms(f["name"], c)), None)
                 if hit and checks.confirms(f["name"], exc):  # type: ignore[arg-type]
                     self.results.put(f, "confirmed", f"{type(exc).__name__} at line {f['line']} in `{hit[-1].name}` "
                                      f"while running {sig}, the enclosing function")
+                elif under and caught is not None:  # `try: sum1(n) except Exception: ...`: it failed all the same
+                    self.results.put(f, "confirmed", f"{type(caught).__name__} at line {f['line']} while running {sig}, "
+                                     "the enclosing function, caught by the code itself")
                 elif under and not hit and check.refutable:
                     self.results.put(f, "refuted", f"line {f['line']} ran {under} time{'s' if under != 1 else ''} "
                                      f"under a JAX trace while running {sig}, without an error")
