@@ -284,6 +284,27 @@ def annotation_head(ann: Optional[ast.expr]) -> Optional[str]:
     return None
 
 
+def _static_guess(p: ast.arg, spec: Optional[Spec]) -> Any:
+    """A hashable value for a static parameter nothing gives one: a count for a count's name or a use as
+    one (`range(n)`), `True` for a flag only tested, a tuple of small ints for a `tuple[int, ...]`
+    annotation or a sequence the body only unpacks or indexes (`h, w = orig_hw`); None otherwise."""
+    ann = p.annotation
+    while isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):  # `tuple[int, int] | None`
+        ann = ann.left
+    if isinstance(ann, ast.Subscript) and annotation_head(ann.value) in ("tuple", "Tuple"):
+        items = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        names = [annotation_head(i) if not (isinstance(i, ast.Constant) and i.value is ...) else "..." for i in items]
+        if names and all(n in ("int", "...") for n in names):
+            return (3,) * max(2, len([n for n in names if n == "int"]))
+    if _count_name(p.arg) or spec == ("int",):
+        return 3
+    if spec == ("bool",):
+        return True
+    if spec is not None and spec[0] == "seq" and all(item is None or item == ("int",) for item in spec[1]):
+        return (3,) * max(2, len(spec[1]))
+    return None
+
+
 def jaxtyping_dims(ann: Optional[ast.expr]) -> Optional[tuple[int, ...]]:
     """`Float[Array, "b n"]` -> (2, 3); None when the annotation is not jaxtyping-style."""
     if not isinstance(ann, ast.Subscript) or not isinstance(ann.slice, ast.Tuple) or len(ann.slice.elts) != 2:
@@ -452,6 +473,7 @@ class Inputs:
         self.counter = 0
         self.key_counter = 0
         self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
+        self.guessed: list[str] = []  # static parameters the last `arguments` gave a guessed value
         self.site_shapes: dict[Any, tuple[int, ...]] = {}  # shapes call sites in the file give parameters
 
     # -- leaves --
@@ -531,6 +553,10 @@ class Inputs:
             elif self.batch:
                 return 0.5  # an unmapped argument: any concrete value will do
             else:
+                guess = _static_guess(p, structure(fn, name, self.tree, self.namespace))
+                if guess is not None:
+                    self.guessed.append(name)  # (a trace that runs the flagged line with it refutes nothing)
+                    return guess
                 raise CannotBuild(f"no value for static parameter `{name}` (give it a default, an annotation "
                                   "or call it with a literal in this file)")
         if name == "getkey" or ann == "getkey":  # equinox's test fixture: a function returning fresh keys
@@ -614,6 +640,7 @@ class Inputs:
         site = call_site_values(self.tree, fn.name)
         self.site_shapes = call_site_shapes(self.tree, fn.name)
         self.omitted = [p.arg for p in args.kwonlyargs]
+        self.guessed = []
         if args.kwarg is not None:  # `**options` is left empty: what callers put in it is not known here
             self.omitted.append("**" + args.kwarg.arg)
         values: list[Any] = []

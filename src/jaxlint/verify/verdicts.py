@@ -30,6 +30,7 @@ class Judging:
         problem: Optional[str] = None
         reached = None
         self.omitted: list[str] = []
+        self.guessed: list[str] = []
         call_args: tuple[list, dict] = ([], {})
         key_run: Optional[tuple[Optional[BaseException], dict]] = None
         for variant in range(len(SHAPE_VARIANTS)):
@@ -53,6 +54,7 @@ class Judging:
             call_args = (args, kwargs)
             self.current_instance = reached.instance
             self.omitted = inputs.omitted
+            self.guessed = inputs.guessed
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
                 # Only the run under JAX's key-reuse checker is needed.
                 key_run = self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
@@ -139,6 +141,9 @@ class Judging:
             caught = next(c for (p, n), c in self.observer.raised.items() if p == path and n in span)
             self.results.put(f, "confirmed", f"{type(caught).__name__} at line {f['line']} while tracing {sig}, "
                              "caught by the code itself (the conversion fails on every traced call)")
+        elif lines.get((path, f["line"])) and self.guessed and checks.CHECKS[f["name"]].refutable:
+            self.results.put(f, "unverified", f"line {f['line']} ran while tracing {sig} without an error, with "
+                             f"`{self.guessed[0]}` (static, given no value in this file) guessed")
         elif lines.get((path, f["line"])) and checks.CHECKS[f["name"]].refutable:
             self.results.put(f, "refuted", f"line {f['line']} ran while tracing {sig} without an error")
         else:
