@@ -384,29 +384,6 @@ def static_wrapper(qual: Optional[str]) -> bool:
 # Pallas entry points whose callable receives mutable `Ref`s (kernel operands, pipeline buffers,
 # scratch allocations) rather than arrays: `o_ref[...] = v` inside it is the API, not a hazard.
 # Matched on the last component of a name under one of the Pallas packages (pl, pltpu, plgpu…).
-def shape_spread_over_args(qual: Optional[str], call: cst.Call) -> bool:
-    """Whether a `jnp.zeros`/`ones`/`empty` call is written with its shape spread over its arguments, as
-    in PyTorch (`jnp.zeros(n, m + 1)`): JAX reads the second as a dtype and raises `TypeError`, so the
-    call never returns an array."""
-    if qual not in ("jax.numpy.zeros", "jax.numpy.ones", "jax.numpy.empty"):
-        return False
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if len(positional) >= 3:
-        return True
-    if len(positional) != 2:
-        return False
-    second = positional[1].value
-    while isinstance(second, cst.UnaryOperation):
-        second = second.expression
-    if isinstance(second, cst.Integer):
-        return True
-    if isinstance(second, cst.BinaryOperation) and isinstance(
-            second.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)):
-        return True  # `m + 1`: arithmetic on sizes
-    return isinstance(second, cst.Subscript) and isinstance(second.value, cst.Attribute) \
-        and second.value.attr.value == "shape"  # `x.shape[1]`
-
-
 PALLAS_PACKAGES = ("jax.experimental.pallas", "jax._src.pallas")
 PALLAS_REF_CALLS = frozenset(
     {"pallas_call", "emit_pipeline", "emit_pipeline_with_allocations", "run_scoped", "kernel", "run_state"}

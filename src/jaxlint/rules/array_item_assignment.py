@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES, shape_spread_over_args
+from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
 from ..semantic import FunctionInfo, ModuleModel, Scope
 from ..edits import Edit, at_update
 from ..findings import Fix
@@ -109,8 +109,6 @@ class ArrayItemAssignment(Rule):
     def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
         if isinstance(value, cst.Call):
             q = where.model.resolve(value.func, owner)
-            if shape_spread_over_args(q, value):
-                return False  # `jnp.zeros(n, m)`: raises before any array exists
             if q is not None and q.startswith(STAGING_MODULES):
                 # (`acc = lax.fori_loop(0, n, body, acc)` with a list `acc`: a list again)
                 return q not in LIST_RETURNING and not where.model.python_container(value, owner)

@@ -526,6 +526,8 @@ class GlobalMutation(Rule):
                 return  # `@jax.jit def init(self, ...)` of a pytree class: `self` is the trace's own copy
             if where.model.scratch_attribute(target, fn):
                 return  # written before it is read on every call, and read nowhere else
+            if where.model.instance_made_in_trace(fn):
+                return  # `game = Game(state); game.step()` inside the trace: an object of that trace only
             if isinstance(target, cst.Attribute) or isinstance(target.value, cst.Attribute):
                 self._flag(node, f"Writing `{root.value}` state", where, _subject(root.value, "self", target))
             return

@@ -1029,6 +1029,36 @@ class ModuleModel:
                 return statics is not None and fn.params[0].name not in statics
         return False
 
+    def instance_made_in_trace(self, fn: "FunctionInfo", seen: Optional[set[int]] = None) -> bool:
+        """A method that traced code only calls on objects it builds itself (`game = Game(state);
+        game.step()` in a jitted step, or `self.step()` from such a method): the instance is born in the
+        trace and dropped with it, so what the method writes on it is scratch of that trace."""
+        seen = set() if seen is None else seen
+        if id(fn) in seen:
+            return True
+        seen.add(id(fn))
+        if not fn.is_method or not fn.params or not fn.site_callers or fn.trace_sites \
+                or any(order == -1 for _scope, order in fn.helper_sites):
+            return False  # (transformed itself, or called from another file: the instance comes from outside)
+        calls = {id(c): c for c, _scope, _loop in self.all_calls}
+        for key, caller in fn.site_callers.items():
+            call = calls.get(key)
+            if call is not None and fn.name == "__init__" and caller.traced and self.class_named(call.func, caller) is fn.cls:
+                continue  # `JaxExprEnvironment(jaxpr)` in traced code: the new instance's own constructor
+            bound = call.func if call is not None else None
+            if call is not None and self.resolve(call.func, caller) == "builtins.map" and call.args:
+                bound = call.args[0].value  # `map(self.read, vars)`
+            if not isinstance(bound, cst.Attribute) or not isinstance(bound.value, cst.Name):
+                return False
+            receiver = bound.value.value
+            if caller.is_method and caller.params and receiver == caller.params[0].name and caller.cls is fn.cls:
+                if not self.instance_made_in_trace(caller, seen):
+                    return False
+            elif not caller.traced or self.owner_of(receiver, caller) is not caller \
+                    or self.constructed_class(receiver, caller) is None:
+                return False
+        return True
+
     def method_returns_static(self, name: str) -> Optional[bool]:
         """Whether every method `name` of this module's classes returns only Python values for a traced
         instance and traced arguments; None when no class here defines one."""

@@ -118,27 +118,29 @@ class _Usage:
             spec = _merge(spec, self.of_expr(node, depth, seen))
         return spec
 
-    def _callee(self, func: ast.expr) -> tuple[Optional[ast.FunctionDef], Optional[ast.Module]]:
+    def _callee(self, func: ast.expr) -> tuple[Optional[ast.FunctionDef], Optional[ast.Module], int]:
+        """The def a call runs, its module, and how many leading parameters the call does not fill (1 for
+        a bound method: `tracker.advance(dt)` fills `dt`, not `self`)."""
         if isinstance(func, ast.Name) and self.tree is not None:
             local = next((s for s in self.tree.body if isinstance(s, ast.FunctionDef) and s.name == func.id), None)
             if local is not None:
-                return local, self.tree
+                return local, self.tree, 0
         if not isinstance(func, (ast.Name, ast.Attribute)) or not self.namespace:
-            return None, None
+            return None, None, 0
         try:  # `squared_error` or `losses.squared_error`, imported from another module
             obj = eval(compile(ast.Expression(func), "<callee>", "eval"), {}, self.namespace)
         except Exception:  # noqa: BLE001
-            return None, None
+            return None, None, 0
         code = getattr(inspect.unwrap(obj), "__code__", None) if callable(obj) else None
         if code is None or f"{os.sep}site-packages{os.sep}" in code.co_filename:
-            return None, None  # only the project's own functions: libraries' usage is not the caller's
+            return None, None, 0  # only the project's own functions: libraries' usage is not the caller's
         tree = _parsed(code.co_filename)
         if tree is None:
-            return None, None
+            return None, None, 0
         found = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
                       and code.co_firstlineno in (n.lineno, min([n.lineno] + [d.lineno for d in n.decorator_list]))),
                      None)
-        return found, tree
+        return found, tree, 1 if inspect.ismethod(obj) else 0
 
     def _target(self, target: ast.AST, depth: int, seen: set[str]) -> Optional[Spec]:
         if isinstance(target, ast.Name):
@@ -210,9 +212,9 @@ class _Usage:
                     return ("seq", [elem] * 2, True)
             if node in parent.args and depth < 4:
                 # Passed to a function of this module or one it imports: how that function uses it.
-                callee, tree = self._callee(func)
+                callee, tree, bound = self._callee(func)
                 if callee is not None and callee is not self.fn:
-                    params = callee.args.posonlyargs + callee.args.args
+                    params = (callee.args.posonlyargs + callee.args.args)[bound:]
                     pos = parent.args.index(node)
                     if pos < len(params) and not any(isinstance(a, ast.Starred) for a in parent.args[:pos]):
                         return _Usage(callee, tree, self.namespace).of_name(params[pos].arg, depth + 1)
