@@ -275,7 +275,9 @@ class GlobalMutation(Rule):
     from its leaves on each call: writing its attributes changes that copy only and is not flagged. A bound
     method jitted where it is called (`jax.jit(obj.step)`) is followed to its class when `obj` is bound once
     to a call of a class of the same module (`obj = Recorder()`); an instance from a parameter or another
-    file is not.
+    file is not. A method that traced code only calls on objects it builds itself (`sim = Sim(state);
+    sim.advance(dt)` inside the jitted step, and the methods those call on `self`) writes an object of
+    that trace only, and is not flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/stateful-computations.html
