@@ -354,6 +354,7 @@ def _once_flag(fn: FunctionInfo, model: ModuleModel) -> Optional[str]:
     if fn.parent is not model.root or not isinstance(node, cst.FunctionDef) \
             or not isinstance(node.body, cst.IndentedBlock):
         return None
+
     def preamble(stmt: cst.BaseStatement) -> bool:  # a docstring, `global FLAG, VALUE`
         small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
         return isinstance(small, (cst.Global, cst.Nonlocal)) or isinstance(small, cst.Expr) \
@@ -370,6 +371,7 @@ def _once_flag(fn: FunctionInfo, model: ModuleModel) -> Optional[str]:
     sets = fn.assigned.get(flag, [])
     if flag not in fn.declared_global or not sets or any(not (isinstance(v, cst.Name) and v.value == "True") for v in sets):
         return None
+
     def unset_or_ran(v: Optional[cst.BaseExpression]) -> bool:  # `_ready = False`, `_ready = init()` (its own result)
         return isinstance(v, cst.Name) and v.value in ("False", "None") or isinstance(v, cst.Call) \
             and isinstance(v.func, cst.Name) and v.func.value == fn.name and not v.args
