@@ -1037,16 +1037,14 @@ class ModuleModel:
         if id(fn) in seen:
             return True
         seen.add(id(fn))
-        if not fn.is_method or not fn.params or not fn.site_callers or fn.trace_sites \
+        if not fn.is_method or not fn.params or not fn.site_calls or fn.trace_sites \
                 or any(order == -1 for _scope, order in fn.helper_sites):
             return False  # (transformed itself, or called from another file: the instance comes from outside)
-        calls = {id(c): c for c, _scope, _loop in self.all_calls}
-        for key, caller in fn.site_callers.items():
-            call = calls.get(key)
-            if call is not None and fn.name == "__init__" and caller.traced and self.class_named(call.func, caller) is fn.cls:
+        for caller, call in fn.site_calls.values():
+            if fn.name == "__init__" and caller.traced and self.class_named(call.func, caller) is fn.cls:
                 continue  # `JaxExprEnvironment(jaxpr)` in traced code: the new instance's own constructor
-            bound = call.func if call is not None else None
-            if call is not None and self.resolve(call.func, caller) == "builtins.map" and call.args:
+            bound = call.func
+            if self.resolve(call.func, caller) == "builtins.map" and call.args:
                 bound = call.args[0].value  # `map(self.read, vars)`
             if not isinstance(bound, cst.Attribute) or not isinstance(bound.value, cst.Name):
                 return False

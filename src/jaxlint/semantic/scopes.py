@@ -207,7 +207,8 @@ class FunctionInfo(Scope):
     # traced call site's latest answer (id of the call -> parameters), replaced as its caller is re-solved.
     seed_params: set[str] = field(default_factory=set)
     site_params: dict[int, frozenset[str]] = field(default_factory=dict)
-    site_callers: dict[int, "FunctionInfo"] = field(default_factory=dict)  # id of the call -> the function making it
+    # id of each traced call site -> the function making it and the call
+    site_calls: dict[int, tuple["FunctionInfo", cst.Call]] = field(default_factory=dict)
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
     declared_static: set[str] = field(default_factory=set)
     # `**kw` under an equinox filter transform, which passes non-array values through: a key read with a

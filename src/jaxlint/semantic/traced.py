@@ -600,7 +600,7 @@ class _Tracer:
         if call is not None:
             fn.site_params[id(call)] = frozenset(params)
             if caller is not None:
-                fn.site_callers[id(call)] = caller
+                fn.site_calls[id(call)] = (caller, call)
         else:
             fn.seed_params |= params
         now = fn.seed_params.union(*fn.site_params.values()) - fn.declared_static
@@ -1764,10 +1764,10 @@ def target_through(fn: FunctionInfo, evidence: Optional[cst.CSTNode]) -> Optiona
     them, when the first caller found (`fn.target`) passes none (`forward(tokens, gd)` called from
     `loss_fn` with a static `gd` and from `evaluate` with a traced one: `if not gd` is reached via `evaluate`)."""
     t = fn.target
-    if t is None or t.transform != "helper" or evidence is None or len(fn.site_callers) < 2:
+    if t is None or t.transform != "helper" or evidence is None or len(fn.site_calls) < 2:
         return t
     names = _params_read(fn, evidence)
-    callers = [fn.site_callers[k] for k, params in fn.site_params.items() if params & names and k in fn.site_callers]
+    callers = [fn.site_calls[k][0] for k, params in fn.site_params.items() if params & names and k in fn.site_calls]
     if not callers or any(_via(c) == t.via for c in callers):
         return t
     return TraceTarget(fn.qualname, 0, "helper", (), (), _via(callers[0]), _root(callers[0]))

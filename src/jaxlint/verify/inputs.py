@@ -576,7 +576,7 @@ class Inputs:
                 return (3,)
             if name in ("sizes", "shapes", "layer_sizes", "features_list"):
                 return [3, 3, 2]
-            if name in _COUNT_NAMES or name.startswith(("n_", "num_")):
+            if _count_name(name):
                 return 3
         if lit:
             return choice
@@ -682,7 +682,7 @@ def _value_for_type(tp: Any, name: str, inputs: Inputs, depth: int) -> Any:
         return nnx.Rngs(0)
     if name in KEY_NAMES or head in KEY_ANNOTATIONS:
         return inputs.key()
-    if head == "int" or (head in ("", "Any") and (name in _COUNT_NAMES or name.startswith(("n_", "num_")))):
+    if head == "int" or (head in ("", "Any") and _count_name(name)):
         return 3
     if head == "float":
         return 0.5
