@@ -183,7 +183,10 @@ STATIC_CALLS = frozenset(
 STATIC_ATTRS = frozenset(
     {"shape", "ndim", "dtype", "size", "itemsize", "nbytes", "sharding", "weak_type", "aval", "__class__",
      "sizes", "dims",  # `sizes`, `dims`: the dimension lengths and names of an xarray object holding arrays
-     "irreps"}  # an e3nn `IrrepsArray`'s representation: metadata of the pytree, never a leaf
+     "irreps",  # an e3nn `IrrepsArray`'s representation: metadata of the pytree, never a leaf
+     # a Mesh's NumPy array of Device objects and axis names (an array's `.devices()` is a set of
+     # devices): never a traced value, wherever the object holding them came from
+     "devices", "axis_names", "device_ids", "local_devices"}
 )
 
 # Attributes of an array that are arrays again (any other attribute of a traced object that is not a
