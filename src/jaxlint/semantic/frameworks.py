@@ -415,7 +415,9 @@ class Frameworks:
                 return (MODULES, sub) if sub is not None else (CONFIG, None)
         head = annotation_name(node.annotation)
         if head in ARRAY_ANNOTATIONS:
-            return (ARRAY, None)
+            # A linen module is no pytree: its dataclass fields hold what it was built with, outside the
+            # trace (only the variables `apply` is given are traced), whatever their annotation says.
+            return (CONFIG, None) if kind == "linen" else (ARRAY, None)
         sub = self.module_class(ann, cls) if isinstance(ann, cst.Name) else None
         if sub is not None:
             return (MODULE, sub)
