@@ -913,21 +913,27 @@ def importers(files: list[str], settings: Settings, rounds: int = 1) -> list[str
 
 def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
                          settings: Settings, seeds: dict[str, dict[tuple, ExternalCall]],
-                         project_files: Optional[list[str]] = None, cache: Optional[Cache] = None) -> None:
+                         project_files: Optional[list[str]] = None, cache: Optional[Cache] = None,
+                         workers: Optional[_Workers] = None) -> None:
     """Analyse again, knowing the classes they import from the project, the files whose findings
     depend on it (few: most files have no findings). `project_files` (default: `files`) are the
     modules whose classes count. Notebooks are left as they are: nothing imports them, and their
     cells rarely import the project's pytree classes by relative names. With a `cache`, what a file's
     analysis found knowing the project is kept under the contents of every project file, so a run over
-    an unchanged project reads it back instead of modelling the modules it imports again."""
+    an unchanged project reads it back instead of modelling the modules it imports again. With `workers`
+    whose pool is running, the files are analysed there, each worker keeping its own index of the
+    project between the files it is given."""
     from .project import ProjectIndex, needs_project
 
     index: Optional[ProjectIndex] = None
     project_key: Optional[str] = None
+    project = project_files if project_files is not None else files
     pending = [p for p in files if p.endswith(".py")]
     reported = set(pending)
     for _ in range(3):
         dropped: dict[str, list[ExternalCall]] = {}  # what a file's traced code calls, known the project
+        todo: list[Refine] = []
+        keys: list[Optional[str]] = []
         for path in pending:
             found, calls = results[path]
             if any(c.kind in ("key", "global") for c in calls):
@@ -948,16 +954,18 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                     results[path] = (hit[0], calls)
                     dropped[path] = hit[1]
                     continue
-            index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
-            project = index.for_file(path, data, {f.name for f in found})
-            if project is None:
+            todo.append((path, data, external, frozenset(f.name for f in found)))
+            keys.append(key)
+        if workers is not None and workers.pool is not None and len(todo) >= 2:
+            done = list(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in todo]))
+        else:
+            index = index or ProjectIndex(project, module_name)
+            done = [_refine(item, index, settings) for item in todo]
+        for (path, _data, _ext, _asking), key, out in zip(todo, keys, done):
+            if out is None:
                 continue
-            try:
-                refined, refined_calls = with_deep_stack(lambda: analyse(
-                    data, path, codes_for(path, settings), settings.trace_decorators, external, project))
-            except RecursionError:
-                continue
-            results[path] = (refined, calls)
+            refined, refined_calls = out
+            results[path] = (refined, results[path][1])
             dropped[path] = refined_calls
             if cache is not None and key is not None:
                 cache.put(key, path, refined, refined_calls)
@@ -974,6 +982,46 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             found, calls, err = _analyse_file(path, settings, list(seeds.get(path, {}).values()) or None, data)
             if err is None:  # (an internal error keeps what the first pass found)
                 results[path] = (found, calls)
+
+
+# A file to analyse again knowing the project: its path, the bytes analysed, the calls into it from
+# other files, and the rules its first pass found (what the project is asked about).
+Refine = tuple[str, bytes, Optional[list[ExternalCall]], frozenset[str]]
+
+
+def _refine(item: Refine, index: "ProjectIndex", settings: Settings
+            ) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
+    """A file's findings and calls into other files, analysed knowing the project (None: nothing the
+    project says bears on it, or the file is nested too deeply)."""
+    path, data, external, asking = item
+    project = index.for_file(path, data, asking)
+    if project is None:
+        return None
+    try:
+        found, calls = with_deep_stack(lambda: analyse(
+            data, path, codes_for(path, settings), settings.trace_decorators, external, project))
+    except RecursionError:
+        return None
+    for f in found:
+        f.edit = None  # (as the first pass: edits hold tree nodes, and --fix analyses afresh)
+    return found, calls
+
+
+_WORKER_INDEX: dict[str, object] = {}  # in a pool worker: the project's index, kept between files
+
+
+def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
+    """`_refine` in a pool worker, with an index of the project the worker keeps while it is the same
+    project (the modules one file's pass models are often the next file's imports)."""
+    from .project import ProjectIndex
+
+    item, project, settings = args
+    marker = "\0".join(project)
+    if _WORKER_INDEX.get("marker") != marker:
+        _WORKER_INDEX.clear()
+        _WORKER_INDEX.update(marker=marker, index=ProjectIndex(project, module_name))
+    with sharing_parses():
+        return _refine(item, _WORKER_INDEX["index"], settings)  # type: ignore[arg-type]
 
 
 def _project_key(paths: list[str], settings: Settings) -> str:
@@ -1018,15 +1066,16 @@ def run(settings: Settings) -> Result:
         # Importers are read for the call graph only; their own findings are not reported.
         known |= {os.path.realpath(p) for p in context}
         context += [p for p in importers(files, settings) if os.path.realpath(p) not in known]
+    cache = Cache(settings.cache_dir) if settings.cache_dir else None
     with _Workers(settings) as workers:
         results, errors = analyse_files(files + context, settings, workers)
         seeds: dict[str, dict[tuple, ExternalCall]] = {}
         follow_across_files(files + context, results, settings, errors, workers=workers, seeds=seeds)
-    # Only the reported files are analysed again; the context files (a buffer's package, importers)
-    # serve as the project whose classes they see.
-    cache = Cache(settings.cache_dir) if settings.cache_dir else None
-    with sharing_parses():  # (the files the project pass reads and those it analyses again overlap)
-        with_project_classes(files, results, settings, seeds, project_files=files + context, cache=cache)
+        # Only the reported files are analysed again; the context files (a buffer's package, importers)
+        # serve as the project whose classes they see.
+        with sharing_parses():  # (the files the project pass reads and those it analyses again overlap)
+            with_project_classes(files, results, settings, seeds, project_files=files + context, cache=cache,
+                                 workers=workers)
     if cache is not None:
         cache.flush()
     findings = [f for path in files for f in results[path][0]]

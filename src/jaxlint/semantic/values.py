@@ -195,8 +195,9 @@ class Values:
                 return [self._elements(a.value) for a in it.args]
             if fq == "builtins.range":
                 return False  # Python ints: `range` of a tracer raises before the body runs (traced-shape)
-            if fq in ("builtins.reversed", "builtins.sorted") and it.args:
-                return self._elements(it.args[0].value)
+            if fq in ("builtins.reversed", "builtins.sorted") and it.args \
+                    or fq in ("builtins.list", "builtins.tuple") and len(it.args) == 1:
+                return self._elements(it.args[0].value)  # (the same elements, in a list or another order)
             if isinstance(it.func, cst.Attribute) and not it.args:
                 meth = it.func.attr.value
                 if meth == "items":
