@@ -10,7 +10,7 @@ from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..semantic.scopes import never_mentioned
 from ..syntax import _is_literal, _target_names, descendants, dotted, iter_children
 from ..semantic.loops import clears_caches, loop_invariant, loop_statements, names_in
-from ..semantic.uses import ModuleUses, Uses
+from ..semantic.uses import ModuleUses, Uses, def_window
 from .base import Report, Rule, Where, tracing_phrase
 
 
@@ -620,8 +620,8 @@ def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[tuple[str, bool]]:
     s: Scope = fn
     while s.parent is not None and s.parent is not root:
         s = s.parent
-    if isinstance(s, FunctionInfo) and root.defs.get(s.name) is s:
-        return s.name, s is not fn
+    if isinstance(s, FunctionInfo) and (root.defs.get(s.name) is s or s.parent is root and def_window(s, root)):
+        return s.name, s is not fn  # (a def shadowed by a later one runs until that one: `_until_rebound`)
     if isinstance(s, FunctionInfo) and s.parent is root and root.assigned.get(s.name) and all(
             isinstance(v, cst.Call) and v.args and isinstance(v.args[0].value, cst.Name)
             and v.args[0].value.value == s.name and model.resolve(v.func, root) in model.transforms
@@ -642,9 +642,18 @@ def _until_rebound(uses: Uses, fn: FunctionInfo, model: ModuleModel) -> Uses:
     before the name is bound again in source order (a second `apply = jax.jit(...)` holds another
     function). A binding in a loop is made again on each pass, so it holds `fn` on every pass."""
     found = _entity(fn, model)
-    if found is None or not isinstance(fn.node, cst.Lambda):
+    if found is None:
         return uses
     name = found[0]
+    if not isinstance(fn.node, cst.Lambda):
+        # a def (or the def holding it) defined more than once runs at the calls between its def and the next
+        top: Scope = fn
+        while top.parent is not None and top.parent is not model.root:
+            top = top.parent
+        window = def_window(top, model.root) if isinstance(top, FunctionInfo) else None
+        if window is None:
+            return uses
+        return Uses([site for site in uses.sites if window[0] < site.stamp < window[1]], uses.lasting)
     orders = model.root.bind_order.get(name, [])
     values = model.root.assigned.get(name, [])
     if len(values) != len(orders):

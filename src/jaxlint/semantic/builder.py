@@ -132,13 +132,15 @@ class _Builder:
         saved, self.guards = self.guards, frozenset()
         arms, self.branches = self.branches, ()  # (the arms of the enclosing function's ifs are not this body's)
         try:
-            self._on_functiondef(node, scope, loop)
+            self._on_functiondef(node, scope, loop, arms)
         finally:
             self.guards, self.branches = saved, arms
 
-    def _on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo]) -> None:
+    def _on_functiondef(self, node: cst.FunctionDef, scope: Scope, loop: Optional[LoopInfo],
+                        arms: tuple[tuple[object, bool], ...]) -> None:
         fn = self._new_function(node, node.name.value, scope, loop)
         fn.decorators = list(node.decorators)
+        fn.arms_at_def = arms
         scope.defs[node.name.value] = fn
         scope.def_history.setdefault(node.name.value, []).append((self.counter, fn))
         scope.assigned.pop(node.name.value, None)

@@ -184,6 +184,7 @@ class FunctionInfo(Scope):
     is_classmethod: bool = False  # `@classmethod`: `Class.method(...)` binds the first parameter too
     cls: Optional[ClassInfo] = None
     loop_at_def: Optional["LoopInfo"] = None
+    arms_at_def: tuple[tuple[object, bool], ...] = ()  # the if/else arms around the def (as `event_branches`)
     decorators: list[cst.Decorator] = field(default_factory=list)
     # Binding events in this function body: (target, value, how) — how is "=", "aug", "for", "with", "walrus".
     events: list[tuple[cst.BaseExpression, Optional[cst.BaseExpression], str]] = field(default_factory=list)

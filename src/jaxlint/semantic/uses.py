@@ -282,7 +282,13 @@ class ModuleUses:
                                       r.call if s is root else None))
                 out.lasting = out.lasting or handed
                 continue
-            if isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
+            if isinstance(s, FunctionInfo) and s.parent is root and (window := def_window(s, root)) is not None:
+                # a def the module defines more than once runs at the calls of its name between its def
+                # and the next (notebook cells exported as a script)
+                sub = self.uses(s.name, stop, busy)
+                if sub is not None:
+                    sub = Uses([site for site in sub.sites if window[0] < site.stamp < window[1]], sub.lasting)
+            elif isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
                 sub = self.uses(s.name, stop, busy)
             elif isinstance(s, FunctionInfo) and isinstance(s.parent, ClassInfo) and s.parent.parent is root \
                     and root.classes.get(s.parent.name) is s.parent:
@@ -323,6 +329,20 @@ def _only_called_within(fn: Scope, top: FunctionInfo) -> bool:
             return False
         s = s.parent  # type: ignore[assignment]
     return True
+
+
+def def_window(fn: FunctionInfo, root: Scope) -> Optional[tuple[int, float]]:
+    """For a module-level def of a name the module defines more than once, each time in straight-line
+    code (no loop, no `if` around it): the source-order stamps of its def and of the next def of the name
+    (infinity for the last). The module-level calls of the name between the two run this def."""
+    history = root.def_history.get(fn.name, [])
+    if len(history) < 2 or any(f.loop_at_def is not None or f.arms_at_def for _s, f in history):
+        return None
+    stamps = [stamp for stamp, f in history]
+    for i, (stamp, f) in enumerate(history):
+        if f is fn:
+            return stamp, stamps[i + 1] if i + 1 < len(stamps) else float("inf")
+    return None
 
 
 def _module_level_def(scope: Scope, root: Scope) -> Optional[FunctionInfo]:
