@@ -964,7 +964,7 @@ class JitInLoop(Rule):
             values = [b.value if b.value is not None else b.unpacked[0] if b.unpacked else None for b in bindings]
             if bindings and all(b.how == "=" and _factory_result(v, where, outer, objects=name not in called)
                                 for b, v in zip(bindings, values)) \
-                    and (name in called or all(names_in(v) & params for v in values if v is not None)):
+                    and (name in called or all(_from_arguments(v, outer, params) for v in values if v is not None)):
                 # (an object's methods count when `outer` builds it from its arguments: `optax.adam(LR)` of a
                 # constant is the same optimizer on every call, and could be built once, outside)
                 return True
@@ -1094,6 +1094,22 @@ def _reads_rebound_global(names: set[str], where: Where, loop: LoopInfo) -> bool
     return False
 
 
+def _from_arguments(value: cst.BaseExpression, outer: FunctionInfo, params: set[str], depth: int = 0) -> bool:
+    """Whether a value `outer` computes depends on its arguments: it names a parameter, or a local bound
+    from one (`cfg, label = lookup(name)`, then `make_env(cfg)`), a few bindings deep."""
+    names = names_in(value)
+    if names & params:
+        return True
+    if depth >= 3:
+        return False
+    for name in sorted(names - outer.defs.keys()):
+        for b in outer.bindings(name):
+            v = b.value if b.value is not None else b.unpacked[0] if b.unpacked else None
+            if v is not None and v is not value and _from_arguments(v, outer, params, depth + 1):
+                return True
+    return False
+
+
 def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, scope: Scope,
                     objects: bool = False) -> bool:
     """A value made by calling something that is not a transform or a partial (`adam(lr)`, `make_mlp()`,
@@ -1103,6 +1119,8 @@ def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, s
     if not isinstance(binding_value, cst.Call):
         return False
     q = where.model.resolve(binding_value.func, scope) or ""
+    if not q and isinstance(binding_value.func, cst.Name) and binding_value.func.value in where.model.root.defs:
+        q = binding_value.func.value  # a factory of this module (`env = make_env(cfg)`)
     if objects and (q.startswith(("jax.", "numpy.", "builtins.")) or q in ("jax", "numpy") or not q):
         return False
     return not (q == "functools.partial" or q in where.model.transforms or q in JIT_LIKE)
