@@ -958,9 +958,11 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             keys.append(key)
         if workers is not None and workers.pool is not None and len(todo) >= 2:
             done = list(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in todo]))
-        else:
+        elif todo:
             index = index or ProjectIndex(project, module_name)
             done = [_refine(item, index, settings) for item in todo]
+        else:
+            done = []
         for (path, _data, _ext, _asking), key, out in zip(todo, keys, done):
             if out is None:
                 continue

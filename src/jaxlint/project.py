@@ -24,7 +24,8 @@ from .syntax import children, parse_shared
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".static(", b"meta_fields", b"register_static",
                    b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar",
-                   b"nnx")  # an nnx Module's Python settings are static pytree metadata
+                   b"nnx",  # an nnx Module's Python settings are static pytree metadata
+                   b"register_pytree_node(")  # flatten functions, whose aux data is static
 
 # What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch):
 # `kw["pytree_node"] = jaxed`, or `pytree_node=` given a name (not `pytree_node=False`).

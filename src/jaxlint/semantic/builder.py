@@ -648,19 +648,27 @@ def _register_options(cls: ClassInfo, call: cst.Call) -> None:
                 (cls.static_fields if kw == "meta_fields" else cls.fields).update(names)
 
 
-def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
+def _flatten_aux(fn: "FunctionInfo", owner: str = "self", root: Optional[Scope] = None,
+                 fields: frozenset[str] = frozenset()) -> set[str]:
     """`self.x` attributes returned in the aux part of a flatten function: `return children, (self.a,)`
-    (or a dict of them)."""
+    (or a dict of them). Fields named by a list of strings (`root`: the module scope, for a module-level
+    list) count too: `{f: getattr(self, f) for f in STATIC}` as the aux part, or, of the class `fields`,
+    those left out of children made as `tuple(getattr(self, f) for f in LEAVES)`."""
     out: set[str] = set()
     if not isinstance(fn.node, cst.FunctionDef):
         return out
     for stmt in _returns(fn.node.body):
         value = stmt.value
         if isinstance(value, cst.Tuple) and len(value.elements) == 2:
-            aux = value.elements[1].value
-            if isinstance(aux, cst.Name) and len(fn.assigned.get(aux.value, [])) == 1 \
-                    and fn.assigned[aux.value][0] is not None:
-                aux = fn.assigned[aux.value][0]  # `aux = {...}` then `return children, aux`
+            children, aux = (_local_value(fn, el.value) for el in value.elements)
+            named = _named_fields(aux, owner, root)
+            if named is not None:
+                out |= named
+                continue
+            leaves = _named_fields(children, owner, root)
+            if leaves is not None and fields:
+                out |= fields - leaves
+                continue
             parts = [el.value for el in aux.elements] if isinstance(aux, (cst.Tuple, cst.List)) else \
                 [el.value for el in aux.elements if isinstance(el, cst.DictElement)] if isinstance(aux, cst.Dict) \
                 else [aux]  # (`return children, {"rows": self.rows}`: a dict of aux data too)
@@ -671,6 +679,43 @@ def _flatten_aux(fn: "FunctionInfo", owner: str = "self") -> set[str]:
                 if isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value == owner:
                     out.add(part.attr.value)
     return out
+
+
+def _local_value(fn: "FunctionInfo", e: cst.BaseExpression) -> cst.BaseExpression:
+    """`aux = {...}` then `return children, aux`: the value a name returned was bound to once."""
+    if isinstance(e, cst.Name) and len(fn.assigned.get(e.value, [])) == 1 and fn.assigned[e.value][0] is not None:
+        return fn.assigned[e.value][0]
+    return e
+
+
+def _named_fields(e: cst.BaseExpression, owner: str, root: Optional[Scope]) -> Optional[frozenset[str]]:
+    """The field names a comprehension over a list of strings reads off `owner` (`getattr(owner, f)`, or
+    `state.pop(f)` of a copy of its fields): `{f: getattr(p, f) for f in NAMES}`,
+    `tuple(getattr(self, f) for f in ("a", "b"))`; None for anything else."""
+    if isinstance(e, cst.Call) and dotted(e.func) in ("tuple", "list") and len(e.args) == 1:
+        e = e.args[0].value
+    if not isinstance(e, (cst.GeneratorExp, cst.ListComp, cst.DictComp)) or e.for_in.inner_for_in is not None \
+            or e.for_in.ifs or not isinstance(e.for_in.target, cst.Name):
+        return None
+    var = e.for_in.target.value
+    item = e.value if isinstance(e, cst.DictComp) else e.elt
+    if not isinstance(item, cst.Call):
+        return None
+    if dotted(item.func) == "getattr" and len(item.args) == 2 and dotted(item.args[0].value) == owner:
+        key = item.args[1].value
+    elif isinstance(item.func, cst.Attribute) and item.func.attr.value in ("pop", "get") and len(item.args) == 1:
+        key = item.args[0].value
+    else:
+        return None
+    if not (isinstance(key, cst.Name) and key.value == var):
+        return None
+    names = e.for_in.iter
+    if isinstance(names, cst.Name) and root is not None and len(root.assigned.get(names.value, [])) == 1:
+        names = root.assigned[names.value][0]
+    if not isinstance(names, (cst.Tuple, cst.List)) or not all(
+            isinstance(el.value, cst.SimpleString) and isinstance(el.value.evaluated_value, str) for el in names.elements):
+        return None
+    return frozenset(el.value.evaluated_value for el in names.elements)  # type: ignore[union-attr,misc]
 
 
 def _registers_name(model: "ModuleModel", fn: FunctionInfo, name: str) -> bool:
@@ -799,7 +844,7 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
         cls.pytree = True  # `class Data(metaclass=JAXDataclassMeta)`: the metaclass registers every class it makes
     flatten = cls.defs.get("tree_flatten")
     if flatten is not None:
-        cls.static_fields |= _flatten_aux(flatten)
+        cls.static_fields |= _flatten_aux(flatten, "self", model.root, frozenset(cls.fields))
     if cls.pytree and cls.fields and cls.fields <= cls.static_fields:
         # a pytree without leaves: whatever its properties compute from its fields is a Python value too
         cls.static_fields |= {name for name, fn in cls.defs.items() if isinstance(fn.node, cst.FunctionDef)

@@ -813,7 +813,7 @@ class ModuleModel:
                     and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
                 flatten = self.root.defs.get(call.args[1].value.value)
                 if flatten is not None and flatten.params and isinstance(flatten.node, cst.FunctionDef):
-                    cls.static_fields |= _flatten_aux(flatten, flatten.params[0].name)
+                    cls.static_fields |= _flatten_aux(flatten, flatten.params[0].name, self.root, frozenset(cls.fields))
         names: set[str] = set()
         data: set[str] = set()
         for c in self._all_classes():
