@@ -22,8 +22,10 @@ ARRAY_NAMES = {"Array", "ndarray", "array", "ArrayLike", "Float", "Int", "Bool",
 KEY_NAMES = {"key", "rng", "rng_key", "prng_key", "subkey", "prng", "seed_key", "dropout_key", "sample_key"}
 KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
 # (shape, integer?) tried in turn for array leaves: a scalar, an integer scalar (indices, counts),
-# then small arrays whose matmuls and reshapes are consistent with each other.
-SHAPE_VARIANTS = [((), False), ((), True), ((3,), False), ((3, 3), False)]
+# then small arrays whose matmuls and reshapes are consistent with each other, then wider ones (a row
+# unpacked after a slice, `a, b, c, d = row[:4]`, or read at a fixed position, `row[4]`).
+SHAPE_VARIANTS = [((), False), ((), True), ((3,), False), ((3, 3), False), ((6, 6), False)]
+WIDE_VARIANT = 4  # from here on, a run that reaches the line without an error refutes nothing
 _ARRAY_ATTRS = {"shape", "ndim", "dtype", "size", "T", "at", "real", "imag", "sum", "mean", "max", "min",
                 "reshape", "astype", "item", "tolist", "std", "any", "all", "dot", "nonzero", "repeat", "squeeze",
                 "transpose", "flatten", "ravel", "clip", "argmax", "argmin", "var", "prod", "cumsum", "conj",
@@ -486,7 +488,7 @@ class Inputs:
 
         shape, variant_int = SHAPE_VARIANTS[self.variant]
         if rank is not None and (len(shape) < rank[0] or rank[1] and len(shape) != rank[0]):
-            shape = (3,) * rank[0]  # the rank the body reads (`n, d = x.shape`), whatever the candidate
+            shape = (shape[0] if shape else 3,) * rank[0]  # the rank the body reads (`n, d = x.shape`)
         full = ((self.lead,) if self.batch else ()) + (dims if dims is not None else shape)
         # Distinct, non-degenerate values per leaf: results must depend on what they read. Built in
         # NumPy and transferred with `device_put`, which compiles nothing (`jnp.asarray` compiles a

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 from . import checks
 from .evidence import error_summary, one_sentence
-from .inputs import SHAPE_VARIANTS, CannotBuild
+from .inputs import SHAPE_VARIANTS, WIDE_VARIANT, CannotBuild
 from .reach import JIT_LIKE, has_self
 
 
@@ -31,6 +31,7 @@ class Judging:
         reached = None
         self.omitted: list[str] = []
         self.guessed: list[str] = []
+        self.widened = False
         call_args: tuple[list, dict] = ([], {})
         key_run: Optional[tuple[Optional[BaseException], dict]] = None
         for variant in range(len(SHAPE_VARIANTS)):
@@ -55,6 +56,7 @@ class Judging:
             self.current_instance = reached.instance
             self.omitted = inputs.omitted
             self.guessed = inputs.guessed
+            self.widened = variant >= WIDE_VARIANT
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
                 # Only the run under JAX's key-reuse checker is needed.
                 key_run = self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
@@ -144,6 +146,10 @@ class Judging:
         elif lines.get((path, f["line"])) and self.guessed and checks.CHECKS[f["name"]].refutable:
             self.results.put(f, "unverified", f"line {f['line']} ran while tracing {sig} without an error, with "
                              f"`{self.guessed[0]}` (static, given no value in this file) guessed")
+        elif lines.get((path, f["line"])) and self.widened and checks.CHECKS[f["name"]].refutable:
+            # (arrays wider than any the code was written for may steer a test away from what it checks)
+            self.results.put(f, "unverified", f"line {f['line']} ran while tracing {sig} without an error, "
+                             "but only with arrays wider than the smaller candidates could run")
         elif lines.get((path, f["line"])) and checks.CHECKS[f["name"]].refutable:
             self.results.put(f, "refuted", f"line {f['line']} ran while tracing {sig} without an error")
         else:
