@@ -413,10 +413,14 @@ def scalar_annotation(ann: cst.BaseExpression, kinds: frozenset[str] = SCALAR_TY
                       rebound: Callable[[str], bool] = lambda name: False) -> bool:
     """`int`, `str`, `Optional[bool]`, `float | None`, `tuple[int, ...]`, `Literal["a", "b"]`: a Python
     scalar of `kinds` or a tuple of them (`rebound` says which type names the module rebinds)."""
-    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
-        parts = [ann.left, ann.right]
-        return all(scalar_annotation(p, kinds, rebound) for p in parts if not _is_const(p, "None")) \
-            and not all(_is_const(p, "None") for p in parts)
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr) \
+            or isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").rpartition(".")[2] == "Union":
+        # `int | None`, `Union[Tuple, int]`: each member a scalar, or a bare `tuple` beside one (an int
+        # or a tuple of them: `in_axes`, `axis`)
+        members = union_members(ann)
+        scalars = [m for m in members if scalar_annotation(m, kinds, rebound)]
+        return bool(scalars) and all(m in scalars or isinstance(m, cst.Name) and m.value in ("tuple", "Tuple")
+                                     and not rebound(m.value) for m in members)
     if isinstance(ann, cst.Name):
         return ann.value in kinds and not rebound(ann.value)
     if isinstance(ann, cst.Subscript):
@@ -429,7 +433,7 @@ def scalar_annotation(ann: cst.BaseExpression, kinds: frozenset[str] = SCALAR_TY
                        for a in args)
         if head == "Optional":
             return scalar_annotation(args[0], kinds, rebound)
-        if head in ("tuple", "Tuple", "Union"):
+        if head in ("tuple", "Tuple"):
             rest = [a for a in args if not isinstance(a, cst.Ellipsis) and not _is_const(a, "None")]
             return bool(rest) and all(scalar_annotation(a, kinds, rebound) for a in rest)
     return False
