@@ -46,7 +46,9 @@ class ImpureCall(Rule):
     ## Known limitations
     Under `vmap` or `grad` alone the function runs on every call, so these calls are not flagged there.
     Seeding the host generator (`np.random.seed(0)`, `random.seed(0)`) returns nothing the trace could
-    keep; the draws after it are flagged, not the seeding. A clock read into a local that only code never
+    keep; the draws after it are flagged, not the seeding. A generator of its own made with a seed
+    (`np.random.RandomState(seed)`, `np.random.default_rng(0)`) draws what its seed fixes, so it is not
+    flagged (without a seed, it is). A clock read into a local that only code never
     running traced reads (`if verbose: log(t1 - t0)` with every traced caller leaving `verbose` off) bakes
     nothing in and is not flagged, nor is one only printed by a function that announces its compilation
     (`print(f"compiling {f.__name__}")`, then the seconds it took): it times the compilation on purpose.
@@ -83,6 +85,8 @@ class ImpureCall(Rule):
             return
         if qual in _SEEDING:
             return  # it returns nothing to bake in: the draws after it (flagged themselves) do
+        if qual in _GENERATORS and node.args and not (node.args[0].keyword is None and _is_none(node.args[0].value)):
+            return  # `np.random.RandomState(seed)`: a generator of its own, as deterministic as its seed
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
             if qual in CLOCKS and where.model.unread_traced(node, fn, printed=announces_tracing(fn.node)):
                 # `t0 = time.perf_counter()` read only by logging that never runs traced, or only printed by a
@@ -95,3 +99,13 @@ class ImpureCall(Rule):
 
 # Calls that set the state of a host random generator and return nothing.
 _SEEDING = frozenset({"numpy.random.seed", "random.seed"})
+
+# Constructors of a generator of its own: given a seed, what it draws is fixed by that seed, so baking
+# it into the compiled code changes nothing.
+_GENERATORS = frozenset({"numpy.random.RandomState", "numpy.random.default_rng", "numpy.random.Generator",
+                         "numpy.random.PCG64", "numpy.random.MT19937", "numpy.random.Philox", "numpy.random.SFC64",
+                         "numpy.random.SeedSequence", "random.Random"})
+
+
+def _is_none(e: cst.BaseExpression) -> bool:
+    return isinstance(e, cst.Name) and e.value == "None"
