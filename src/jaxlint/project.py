@@ -464,7 +464,12 @@ class ProjectIndex:
             def ask(qualname: str) -> bool:
                 full = absolute(qualname, me, is_pkg)
                 if full.rpartition(".")[0] not in imported:
-                    return False
+                    # `Irrep.l` of `from .irrep import Irrep`: a static method of an imported class
+                    owner, _, method = full.rpartition(".")
+                    if kind != "static" or owner.rpartition(".")[0] not in imported:
+                        return False
+                    mod, _, cls = self.origin(owner).rpartition(".")
+                    return mod != me and f"{cls}.{method}" in self.functions(mod, kind)
                 mod, _, name = self.origin(full).rpartition(".")
                 return mod != me and name in self.functions(mod, kind)
             return ask

@@ -5,7 +5,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import LAX_BODIES, MUTATING_METHODS, STATIC_CALLS, TREE_MAPS
+from ..jaxapi import LAX_BODIES, MUTATING_METHODS, STATIC_ATTRS, STATIC_CALLS, TREE_MAPS
 from ..semantic import ClassInfo, FunctionInfo, ModuleModel, Scope
 from ..syntax import _target_names, code_of, contains, descendants, iter_children
 from .base import Rule, Where, tracing_phrase
@@ -355,6 +355,8 @@ class GlobalMutation(Rule):
         if isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
             return self._untraceable(value.elt, where, depth + 1)  # `[jnp.shape(x) for x in leaves]`
         if isinstance(value, cst.Attribute):
+            if value.attr.value in STATIC_ATTRS:
+                return True  # `x.shape`, `x.dtype`: Python values of any array, traced or not
             return self._static_argument(value, where)  # `self.config.buffer_size` of a static `self`
         if isinstance(value, cst.Subscript):  # `self.color_ids[rgba]`: an entry of a static argument's table
             return self._static_argument(value.value, where) and all(

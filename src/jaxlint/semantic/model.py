@@ -1069,9 +1069,16 @@ class ModuleModel:
     def static_returning(self) -> frozenset[str]:
         """Module-level functions that return only Python values (shape facts, lengths, literals) even when
         every parameter is traced, and are not transformed: the other files can call them as static."""
-        return frozenset(name for name, fn in self.root.defs.items()
-                         if not fn.is_method and not any(self.transform_of(d.decorator, self.root) for d in fn.decorators)
-                         and self._returns_only_python(fn))
+        found = {name for name, fn in self.root.defs.items()
+                 if not fn.is_method and not any(self.transform_of(d.decorator, self.root) for d in fn.decorators)
+                 and self._returns_only_python(fn)}
+        # and the static methods of its classes, as `Class.name` (`Irrep.l(x)` reading `x.shape`)
+        for cname, cls in self.root.classes.items():
+            for name, fn in cls.defs.items():
+                if isinstance(fn.node, cst.FunctionDef) and len(fn.node.decorators) == 1 \
+                        and dotted(fn.node.decorators[0].decorator) == "staticmethod" and self._returns_only_python(fn):
+                    found.add(f"{cname}.{name}")
+        return frozenset(found)
 
     def _returns_only_python(self, fn: FunctionInfo) -> bool:
         """Whether every `return` of `fn` gives a Python value when all its parameters are traced (`self`
