@@ -67,6 +67,8 @@ class ArrayItemAssignment(Rule):
 
     def _is_jax_array(self, name: str, where: Where, target: Optional[cst.BaseExpression] = None) -> bool:
         model = where.model
+        if f"notarray:{name}" in where.guards:
+            return False  # the `else` of `if isinstance(x, jnp.ndarray):` (NumPy's arrays take stores)
         owner = model.owner_of(name, where.scope)
         if owner is None or model.is_ref(name, where.scope):
             return False  # a Pallas `Ref` takes stores: that is how a kernel writes

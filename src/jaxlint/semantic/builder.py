@@ -384,7 +384,8 @@ class _Builder:
         self.walk(node.test, scope, loop)
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True) | instance_guards(node.test)
+        self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True) | instance_guards(node.test) \
+            | _not_jax_array(node.test, True)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
@@ -398,7 +399,8 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
-            self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) | (
+            self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) \
+                | _not_jax_array(node.test, False) | (
                 {"never:"} if known is True else frozenset()) | {f"unless:{id(node)}"}
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
@@ -871,6 +873,16 @@ def _array_test(e: cst.BaseExpression) -> frozenset[str]:
     if test is not None and isinstance(test[0], cst.Name) and test[1] and all(n in _JAX_ARRAY_TYPES for n in test[1]):
         return frozenset({test[0].value})
     return frozenset()
+
+
+def _not_jax_array(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    """`notarray:x` where an `if` arm proves `x` no JAX array, concrete or traced: the `else` of
+    `isinstance(x, jax.Array)`, the body of `isinstance(x, np.ndarray)` (a NumPy array takes stores)."""
+    test = _isinstance_test(e)
+    if test is None or not isinstance(test[0], cst.Name) or not test[1]:
+        return frozenset()
+    types = _NUMPY_ARRAY_TYPES if holds else _JAX_ARRAY_TYPES - {"jax.core.Tracer"}  # (a concrete array is none)
+    return frozenset({f"notarray:{test[0].value}"}) if all(n in types for n in test[1]) else frozenset()
 
 
 def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
