@@ -351,6 +351,8 @@ class _Tracer:
         opts = {a.keyword.value: a.value for a in inner.args if a.keyword is not None}
         nums = _argnums(opts)
         ref = m.resolve_callable(inner.args[0].value, scope)
+        if ref is not None:
+            ref = _def_in_force(ref, inner.args[0].value, scope, m.call_order.get(id(inner)))
         if nums is None or ref is None:
             return False
         values = Values(m, site_fn) if site_fn is not None and site_fn.traced else None
@@ -1523,7 +1525,10 @@ def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at:
     name = fexpr.args[0].value if isinstance(fexpr, cst.Call) and fexpr.args else fexpr
     if not isinstance(name, cst.Name) or at is None:
         return ref
-    history = scope.def_history.get(name.value, [])
+    owner: Optional[Scope] = scope
+    while owner is not None and name.value not in owner.defs:
+        owner = owner.parent  # (from a comprehension, or a lambda, the defs of the body around it)
+    history = owner.def_history.get(name.value, []) if owner is not None else []
     if len(history) < 2 or ref.fn is not history[-1][1]:
         return ref
     before = [fn for stamp, fn in history if stamp < at]
