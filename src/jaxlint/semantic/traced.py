@@ -1525,10 +1525,9 @@ def _def_in_force(ref: CallableRef, fexpr: cst.BaseExpression, scope: Scope, at:
     name = fexpr.args[0].value if isinstance(fexpr, cst.Call) and fexpr.args else fexpr
     if not isinstance(name, cst.Name) or at is None:
         return ref
-    owner: Optional[Scope] = scope
-    while owner is not None and name.value not in owner.defs:
-        owner = owner.parent  # (from a comprehension, or a lambda, the defs of the body around it)
-    history = owner.def_history.get(name.value, []) if owner is not None else []
+    # (only where the transform is written in the body that makes the defs: a call in a nested function
+    # runs when that function does, and then the name holds the latest def)
+    history = scope.def_history.get(name.value, [])
     if len(history) < 2 or ref.fn is not history[-1][1]:
         return ref
     before = [fn for stamp, fn in history if stamp < at]
