@@ -328,6 +328,16 @@ def test_flags_counts_and_indices_are_built_as_the_body_uses_them() -> None:
     assert found[0].verification.status == "confirmed", found[0].verification.detail
 
 
+def test_an_attribute_with_a_leading_underscore_is_a_field_of_the_record() -> None:
+    """`batch._pad_token`: a named tuple cannot have that field; the record stores it under another name
+    and reads it through a property, so the trace reaches the flagged line."""
+    path = DATA / "underscore_attribute.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [f.name for f in found] == ["traced-if"]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail
+
+
 def test_a_shape_a_call_site_builds_is_the_input_and_two_different_ones_give_none() -> None:
     path = DATA / "shape_from_call_site.py"
     found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}

@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import inspect
 import math
+import operator
 import os
 from typing import Any, Optional
 
@@ -33,6 +34,15 @@ _ARRAY_ATTRS = {"shape", "ndim", "dtype", "size", "T", "at", "real", "imag", "su
 # Names that, for a plain (untraced) call, usually hold Python values rather than arrays.
 _COUNT_NAMES = {"n", "k", "num", "steps", "depth", "count", "length", "size", "dim", "features", "width",
                 "hidden", "num_steps", "n_steps", "batch_size", "seed", "axis", "i", "idx", "index"}
+
+
+def _record_class(name: str, attrs: list[str]) -> type:
+    """A named tuple (a pytree) with the attributes `attrs`, in that order. A name a named tuple cannot
+    have as a field (`_pad_token`) is stored under another and read through a property of that name."""
+    fields = [a if not a.startswith("_") else f"field{a}" for a in attrs]
+    base = collections.namedtuple(name, fields)  # type: ignore[misc]
+    aliases = {a: property(operator.itemgetter(i)) for i, (a, f) in enumerate(zip(attrs, fields)) if a != f}
+    return type(name, (base,), {"__slots__": (), "_attributes": tuple(attrs), **aliases}) if aliases else base
 
 
 def _count_name(name: str) -> bool:
@@ -435,7 +445,8 @@ def describe(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(describe(v) for v in value) + "]"
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return f"{type(value).__name__}(" + ", ".join(f"{k}={describe(v)}" for k, v in zip(value._fields, value)) + ")"
+        names = getattr(type(value), "_attributes", value._fields)  # (a record's attributes as the code reads them)
+        return f"{type(value).__name__}(" + ", ".join(f"{k}={describe(v)}" for k, v in zip(names, value)) + ")"
     if isinstance(value, tuple):
         return "(" + ", ".join(describe(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     shape = getattr(value, "shape", None)
@@ -530,8 +541,8 @@ class Inputs:
                 raise CannotBuild(f"could not build inputs for `{name}`: it is an object whose methods "
                                   f"(`{'`, `'.join(sorted(k for k, v in attrs.items() if v and v[0] == 'call'))}`) "
                                   "are called")
-            cls = collections.namedtuple(f"{name.title().replace('_', '')}Record", sorted(attrs))  # a pytree
-            return cls(**{k: self.from_spec(v, k, scalars) for k, v in attrs.items()})
+            cls = _record_class(f"{name.title().replace('_', '')}Record", sorted(attrs))
+            return cls(*[self.from_spec(attrs[k], k, scalars) for k in sorted(attrs)])
         if kind == "call":
             raise CannotBuild(f"could not build inputs for `{name}`: it is called as a function")
         return self.array()
