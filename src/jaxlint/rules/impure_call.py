@@ -4,6 +4,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..jaxapi import CLOCKS, IMPURE_CALLS, IMPURE_PREFIXES
+from ..syntax import _is_const
 from .print_in_trace import announces_tracing
 from .base import Rule, Where, tracing_phrase
 
@@ -85,7 +86,7 @@ class ImpureCall(Rule):
             return
         if qual in _SEEDING:
             return  # it returns nothing to bake in: the draws after it (flagged themselves) do
-        if qual in _GENERATORS and node.args and not (node.args[0].keyword is None and _is_none(node.args[0].value)):
+        if qual in _GENERATORS and node.args and not (node.args[0].keyword is None and _is_const(node.args[0].value, "None")):
             return  # `np.random.RandomState(seed)`: a generator of its own, as deterministic as its seed
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
             if qual in CLOCKS and where.model.unread_traced(node, fn, printed=announces_tracing(fn.node)):
@@ -105,7 +106,3 @@ _SEEDING = frozenset({"numpy.random.seed", "random.seed"})
 _GENERATORS = frozenset({"numpy.random.RandomState", "numpy.random.default_rng", "numpy.random.Generator",
                          "numpy.random.PCG64", "numpy.random.MT19937", "numpy.random.Philox", "numpy.random.SFC64",
                          "numpy.random.SeedSequence", "random.Random"})
-
-
-def _is_none(e: cst.BaseExpression) -> bool:
-    return isinstance(e, cst.Name) and e.value == "None"

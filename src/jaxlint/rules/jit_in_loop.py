@@ -961,7 +961,7 @@ class JitInLoop(Rule):
         params = {p.name for p in outer.params}
         for name in sorted((called | methods) - fn.local_names):
             bindings = outer.bindings(name)
-            values = [b.value if b.value is not None else b.unpacked[0] if b.unpacked else None for b in bindings]
+            values = [b.source for b in bindings]
             if bindings and all(b.how == "=" and _factory_result(v, where, outer, objects=name not in called)
                                 for b, v in zip(bindings, values)) \
                     and (name in called or all(_from_arguments(v, outer, params) for v in values if v is not None)):
@@ -1104,7 +1104,7 @@ def _from_arguments(value: cst.BaseExpression, outer: FunctionInfo, params: set[
         return False
     for name in sorted(names - outer.defs.keys()):
         for b in outer.bindings(name):
-            v = b.value if b.value is not None else b.unpacked[0] if b.unpacked else None
+            v = b.source
             if v is not None and v is not value and _from_arguments(v, outer, params, depth + 1):
                 return True
     return False

@@ -612,14 +612,20 @@ def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> boo
     return False
 
 
+def _module_level_holder(fn: FunctionInfo, model: ModuleModel) -> Scope:
+    """The def or class in the module's own body that holds `fn` (`fn` itself at module level)."""
+    s: Scope = fn
+    while s.parent is not None and s.parent is not model.root:
+        s = s.parent
+    return s
+
+
 def _entity(fn: FunctionInfo, model: ModuleModel) -> Optional[tuple[str, bool]]:
     """The module-level name whose uses can run `fn`: the def or class holding it (and whether `fn` is a
     closure made by calling that def), or the name a module-level lambda is bound to, alone or through
     one transform (`render = jax.jit(lambda x: ...)`)."""
     root = model.root
-    s: Scope = fn
-    while s.parent is not None and s.parent is not root:
-        s = s.parent
+    s = _module_level_holder(fn, model)
     if isinstance(s, FunctionInfo) and (root.defs.get(s.name) is s or s.parent is root and def_window(s, root)):
         return s.name, s is not fn  # (a def shadowed by a later one runs until that one: `_until_rebound`)
     if isinstance(s, FunctionInfo) and s.parent is root and root.assigned.get(s.name) and all(
@@ -647,13 +653,9 @@ def _until_rebound(uses: Uses, fn: FunctionInfo, model: ModuleModel) -> Uses:
     name = found[0]
     if not isinstance(fn.node, cst.Lambda):
         # a def (or the def holding it) defined more than once runs at the calls between its def and the next
-        top: Scope = fn
-        while top.parent is not None and top.parent is not model.root:
-            top = top.parent
+        top = _module_level_holder(fn, model)
         window = def_window(top, model.root) if isinstance(top, FunctionInfo) else None
-        if window is None:
-            return uses
-        return Uses([site for site in uses.sites if window[0] < site.stamp < window[1]], uses.lasting)
+        return uses if window is None else uses.between(window)
     orders = model.root.bind_order.get(name, [])
     values = model.root.assigned.get(name, [])
     if len(values) != len(orders):

@@ -350,6 +350,11 @@ class Binding:
         """The value of a plain `=` binding, else None."""
         return self.value if self.how == "=" else None
 
+    @property
+    def source(self) -> Optional[cst.BaseExpression]:
+        """The value bound, or the whole value it was unpacked from (`f(x)` of `a, b = f(x)`)."""
+        return self.value if self.value is not None else self.unpacked[0] if self.unpacked else None
+
 
 @dataclass(eq=False)
 class LoopInfo:

@@ -41,6 +41,10 @@ class Uses:
         self.sites.extend(other.sites)
         self.lasting = self.lasting or other.lasting
 
+    def between(self, window: tuple[int, float]) -> "Uses":
+        """The uses at sites strictly inside a source-order window (see `def_window`)."""
+        return Uses([site for site in self.sites if window[0] < site.stamp < window[1]], self.lasting)
+
 
 @dataclass
 class _Ref:
@@ -287,7 +291,7 @@ class ModuleUses:
                 # and the next (notebook cells exported as a script)
                 sub = self.uses(s.name, stop, busy)
                 if sub is not None:
-                    sub = Uses([site for site in sub.sites if window[0] < site.stamp < window[1]], sub.lasting)
+                    sub = sub.between(window)
             elif isinstance(s, FunctionInfo) and s.parent is root and root.defs.get(s.name) is s:
                 sub = self.uses(s.name, stop, busy)
             elif isinstance(s, FunctionInfo) and isinstance(s.parent, ClassInfo) and s.parent.parent is root \

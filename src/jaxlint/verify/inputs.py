@@ -26,7 +26,7 @@ KEY_ANNOTATIONS = {"PRNGKeyArray", "KeyArray", "PRNGKey", "Key"}
 # then small arrays whose matmuls and reshapes are consistent with each other, then wider ones (a row
 # unpacked after a slice, `a, b, c, d = row[:4]`, or read at a fixed position, `row[4]`).
 SHAPE_VARIANTS = [((), False), ((), True), ((3,), False), ((3, 3), False), ((6, 6), False)]
-WIDE_VARIANT = 4  # from here on, a run that reaches the line without an error refutes nothing
+WIDE_VARIANT = len(SHAPE_VARIANTS) - 1  # the wide one: a run with it that reaches the line refutes nothing
 _ARRAY_ATTRS = {"shape", "ndim", "dtype", "size", "T", "at", "real", "imag", "sum", "mean", "max", "min",
                 "reshape", "astype", "item", "tolist", "std", "any", "all", "dot", "nonzero", "repeat", "squeeze",
                 "transpose", "flatten", "ravel", "clip", "argmax", "argmin", "var", "prod", "cumsum", "conj",
