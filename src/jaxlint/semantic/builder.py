@@ -44,6 +44,9 @@ class _Builder:
         self.nojit = False  # inside `with jax.disable_jit():`
         self.counter = 0
         self.top: Optional[int] = None
+        # this module's helpers that only test for a trace (`guard_helper`), by name
+        self.guard_helpers = {stmt.name.value: kind for stmt in model.module.body
+                              if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
 
     def build(self) -> None:
         if cst.Module in self.m._wanted:
@@ -385,7 +388,7 @@ class _Builder:
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
         self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True) | instance_guards(node.test) \
-            | _not_jax_array(node.test, True)
+            | _not_jax_array(node.test, True) | self._helper_tests(node.test, True)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
@@ -400,7 +403,7 @@ class _Builder:
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
             self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) \
-                | _not_jax_array(node.test, False) | (
+                | _not_jax_array(node.test, False) | self._helper_tests(node.test, False) | (
                 {"never:"} if known is True else frozenset()) | {f"unless:{id(node)}"}
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
@@ -414,8 +417,29 @@ class _Builder:
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
             self.guards = self.guards | flag_tests(node.test, False) | ident_tests(node.test, False) \
-                | {f"exit:{id(node)}"}
+                | self._helper_tests(node.test, False) | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
+
+    def _helper_tests(self, e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+        """What a test of this module's trace-testing helpers says where it is `holds`: where `is_traced(x)`
+        is false, `x` is a concrete value ({"x", "notracer:x"}); where `under_transform()` is false, or
+        `trace_state_clean()` true, nothing is being traced ({"eager:"})."""
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            return self._helper_tests(e.expression, not holds)
+        if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
+            return self._helper_tests(e.left, holds) | self._helper_tests(e.right, holds)
+        if not isinstance(e, cst.Call):
+            return frozenset()
+        if _trace_state_test(e):
+            return frozenset({"eager:"}) if holds else frozenset()
+        kind = self.guard_helpers.get(e.func.value) if isinstance(e.func, cst.Name) else None
+        if holds or kind is None:
+            return frozenset()
+        if kind == "tracing":
+            return frozenset({"eager:"}) if not e.args else frozenset()
+        tested = e.args if kind == "tracers" else e.args[:1] if len(e.args) == 1 else ()
+        names = [a.value.value for a in tested if isinstance(a.value, cst.Name) and a.keyword is None and not a.star]
+        return frozenset(names) | frozenset(f"notracer:{name}" for name in names)
 
     def _module_test(self, e: cst.BaseExpression, scope: Scope) -> Optional[bool]:
         """The value of a test that only asks which array module a name is (`"jax" in np.__name__`,
@@ -496,7 +520,7 @@ class _Builder:
         # never converts a tracer; `flag is True and check(x)` never runs `check` on a traced `flag`).
         saved = self.guards
         holds = isinstance(node.operator, cst.And)
-        self.guards = saved | arm_tests(node.left, holds) | (
+        self.guards = saved | arm_tests(node.left, holds) | self._helper_tests(node.left, holds) | (
             _scalar_guard_names(node.left) | instance_guards(node.left) if holds else _not_tracer(node.left))
         self.walk(node.right, scope, loop)
         self.guards = saved
@@ -940,6 +964,36 @@ def _type_is_test(e: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, l
     else:
         return None
     return left.args[0].value, [dotted(n) or "" for n in names]
+
+
+def guard_helper(node: cst.FunctionDef) -> Optional[str]:
+    """What a def returns, and nothing else, when it only tests for a trace: "tracer" for
+    `isinstance(x, jax.core.Tracer)` of its first parameter, "tracers" for `any(isinstance(v, Tracer) for
+    v in xs)` of its `*xs`, "tracing" for `not trace_state_clean()` (true inside any JAX transform)."""
+    returns = [r.value for r in _returns(node.body)]
+    if len(returns) != 1 or returns[0] is None:
+        return None
+    ret, params = returns[0], node.params
+    first = next(iter([*params.posonly_params, *params.params]), None)
+    if first is not None and tracer_test(ret) == first.name.value:
+        return "tracer"
+    if isinstance(ret, cst.UnaryOperation) and isinstance(ret.operator, cst.Not) and isinstance(ret.expression, cst.Call) \
+            and _trace_state_test(ret.expression):
+        return "tracing"
+    star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else None
+    if star is not None and isinstance(ret, cst.Call) and dotted(ret.func) == "any" and len(ret.args) == 1:
+        gen = ret.args[0].value
+        if isinstance(gen, (cst.GeneratorExp, cst.ListComp)) and gen.for_in.inner_for_in is None \
+                and not gen.for_in.ifs and isinstance(gen.for_in.target, cst.Name) \
+                and isinstance(gen.for_in.iter, cst.Name) and gen.for_in.iter.value == star \
+                and tracer_test(gen.elt) == gen.for_in.target.value:
+            return "tracers"
+    return None
+
+
+def _trace_state_test(e: cst.Call) -> bool:
+    """`jax.core.trace_state_clean()`: true only where nothing is being traced."""
+    return not e.args and (dotted(e.func) or "").split(".")[-1] == "trace_state_clean"
 
 
 def _not_tracer(e: cst.BaseExpression) -> frozenset[str]:

@@ -32,7 +32,7 @@ from ..syntax import (
     DECLARED_PYTHON, SCALAR_TYPES, _arg, _target_names, _is_const, _is_literal, _returns, annotation_name, args_at, contains, descendants, dotted, iter_children, literal_truth, only_called, plain_annotation,
     scalar_annotation, union_members,
 )
-from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, tracer_test
+from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, guard_helper, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
     CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
@@ -2240,10 +2240,7 @@ def _registers(fn: FunctionInfo, model: "ModuleModel") -> bool:
 
 def _tests_for_tracer(fn: FunctionInfo) -> bool:
     """`def is_tracer(x): return isinstance(x, jax.core.Tracer)`."""
-    if not isinstance(fn.node, cst.FunctionDef) or not fn.params or fn.is_method:
-        return False
-    returns = [r.value for r in _returns(fn.node.body)]
-    return len(returns) == 1 and returns[0] is not None and tracer_test(returns[0]) == fn.params[0].name
+    return isinstance(fn.node, cst.FunctionDef) and not fn.is_method and guard_helper(fn.node) == "tracer"
 
 
 def returns_python_annotation(node: cst.FunctionDef) -> bool:
