@@ -274,6 +274,22 @@ class ProjectIndex:
         return any(names_it(text) and (not importing or module.search(text))
                    for path, text in self._given_texts().items() if os.path.realpath(path) != here)
 
+    def calls_in_loops(self, name: str, besides: str) -> list[bool]:
+        """For each call of something named `name` in a given file other than `besides` (a cheap search of
+        `name(` as `mentions` makes, not a resolution), whether the call sits in the body of a `for` or
+        `while` of that file: a statement indented under one."""
+        memo = self.__dict__.setdefault("_loop_call_answers", {})
+        key = (name, besides)
+        if key not in memo:
+            word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(", re.M)
+            here = os.path.realpath(besides)
+            found: list[bool] = []
+            for path, text in self._given_texts().items():
+                if os.path.realpath(path) != here:
+                    found.extend(_under_loop(text, m.start()) for m in word.finditer(text))
+            memo[key] = found
+        return memo[key]
+
     def reads_attribute(self, name: str, besides: str) -> bool:
         """Whether a given file other than `besides` mentions an attribute of that name on something other
         than its own `self` (`obj.pe`): a cheap search of `.name`, not a resolution."""
@@ -480,6 +496,7 @@ class ProjectIndex:
                               called_by_importer=lambda name: self.mentions(name, path, importing=True),
                               named_elsewhere=lambda name: self.mentions(name, path, called=False),
                               set_elsewhere=lambda name: self.sets_global(name, path),
+                              loop_calls_elsewhere=lambda name: self.calls_in_loops(name, path),
                               attribute_elsewhere=lambda name: self.reads_attribute(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
                               static_elements=summary(self._element_fns),
@@ -616,3 +633,27 @@ def _imported_modules(source: bytes, module: str, is_package: bool) -> tuple[str
                 parts = a.name.split(".")
                 out.extend(".".join(parts[:i]) for i in range(len(parts), 0, -1) if a.asname is None or i == len(parts))
     return tuple(out)
+
+
+_LOOP_HEADER = re.compile(rb"[ \t]*(?:async[ \t]+)?(?:for|while)\b")
+
+
+def _under_loop(text: bytes, at: int) -> bool:
+    """Whether the line holding offset `at` is indented under a `for` or `while` header: walking up, each
+    line indented less than the last one seen opens a block around it."""
+    start = text.rfind(b"\n", 0, at) + 1
+    end = text.find(b"\n", start)
+    line = text[start:end if end >= 0 else len(text)]
+    indent = len(line) - len(line.lstrip())
+    for prev in reversed(text[:start].split(b"\n")):
+        stripped = prev.lstrip()
+        if not stripped or stripped.startswith(b"#"):
+            continue
+        depth = len(prev) - len(stripped)
+        if depth < indent:
+            if _LOOP_HEADER.match(prev):
+                return True
+            indent = depth
+            if depth == 0:
+                return False
+    return False

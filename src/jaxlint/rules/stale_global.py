@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..semantic.scopes import never_mentioned
-from ..syntax import _is_literal, _target_names, descendants, dotted, iter_children
+from ..syntax import _is_const, _is_literal, _target_names, descendants, dotted, iter_children
 from ..semantic.loops import clears_caches, loop_invariant, loop_statements, names_in
 from ..semantic.uses import ModuleUses, Uses, def_window
 from .base import Report, Rule, Where, tracing_phrase
@@ -110,7 +110,10 @@ class StaleGlobal(Rule):
     sets the same object every time. A loader that works once per process (its first statement returns
     early on a module flag only it sets, `if _ready: return`) and that module code runs at import, before
     anything can trace the reader, binds the value every trace sees; a function that clears the flag
-    again makes it a setter like any other.
+    again makes it a setter like any other. A module name bound only to a placeholder (`None`, an empty
+    array or container) and filled by a loader that takes no arguments, called only outside loops
+    (`load_tables()` in the setup code), is initialised, not rebound: before the loader runs it holds
+    nothing a trace could compute with, and each run of the loader loads the same.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -245,6 +248,8 @@ class StaleGlobal(Rule):
                         continue
                     if self._never_called(other, model) or never_mentioned(other):
                         continue  # a setter nothing in the project calls rebinds nothing
+                    if self._fills_placeholder(name, other, model):
+                        continue  # `_table = None` filled once by its loader: nothing rebinds it after
                     if all(isinstance(v, cst.Name) and v.value in other.imports for v in other.assigned.get(name, [])):
                         continue  # a lazy import (`from pkg import api as _api; api = _api`): one module object
                     if model.restores(other, name) and _only_called_traced(other, model):
@@ -282,6 +287,26 @@ class StaleGlobal(Rule):
             return False
         return not model.project.mentioned_elsewhere(setter.name)
 
+    def _fills_placeholder(self, name: str, other: FunctionInfo, model: ModuleModel) -> bool:
+        """`_table = None` (or an empty array or container) at module level, filled by a loader that takes
+        no arguments (`global _table; _table = load(TABLE_FILE)`), which the project calls only outside
+        loops, in its setup code, and no other function binds the name. Before the loader runs the name
+        holds nothing a trace could compute with, so a trace that works sees the loaded value, and each
+        later run of the loader loads the same again. (A setter given the value to bind, `use(name)`, can
+        bind another at any time.)"""
+        module_values = model.root.assigned.get(name, [])
+        if model.project is None or other.params or other.parent is not model.root \
+                or model.root.defs.get(other.name) is not other \
+                or not module_values or not all(_placeholder(v) for v in module_values) \
+                or any(loop is not None for loop in other.bind_loops.get(name, [])):
+            return False
+        if any(f is not other and name in f.declared_global and name in f.bind_order for f in model.functions):
+            return False
+        runs = self._module_uses(model).uses(other.name)
+        if runs is None or runs.lasting:
+            return False
+        return not any(s.loop is not None for s in runs.sites) and not any(model.project.loop_calls_elsewhere(other.name))
+
     def _set_once_before_use(self, name: str, other: FunctionInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
         """Whether `other` (a setter with `global name`) runs at most once, from straight-line module code,
         and every use of the reader is a call inside it after its last rebinding: the first trace sees the
@@ -318,6 +343,29 @@ class StaleGlobal(Rule):
             fn,
             subject={"name": name, "how": how},
         )
+
+
+# Empty arrays a module binds as a placeholder for a table a loader fills (`np.empty(0)`, `jnp.zeros((0,))`).
+_EMPTY_ARRAYS = frozenset({"empty", "zeros", "array", "asarray"})
+
+
+def _placeholder(value: Optional[cst.BaseExpression]) -> bool:
+    """`None`, an empty literal (`[]`, `{}`, `()`, `""`) or an empty array (`np.empty(0)`, `np.array([])`):
+    a binding that holds nothing to compute with until something fills it."""
+    if value is None:
+        return False  # (bound some other way: a loop target, an import)
+    if _is_const(value, "None"):
+        return True
+    if isinstance(value, cst.SimpleString):
+        return value.evaluated_value in ("", b"")
+    if isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set)):
+        return not value.elements
+    if isinstance(value, cst.Call) and (dotted(value.func) or "").split(".")[-1] in _EMPTY_ARRAYS and len(value.args) == 1:
+        arg = value.args[0].value
+        return isinstance(arg, cst.Integer) and arg.value == "0" or isinstance(arg, (cst.List, cst.Tuple)) \
+            and (not arg.elements or len(arg.elements) == 1 and isinstance(arg.elements[0].value, cst.Integer)
+                 and arg.elements[0].value.value == "0")
+    return False
 
 
 def _once_guard(node: Union[cst.FunctionDef, cst.Lambda], name: str) -> bool:

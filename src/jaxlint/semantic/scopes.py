@@ -126,6 +126,9 @@ class ProjectClasses:
     named_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether another given file may set this module's global of that name (`solver.DEBUG = True`).
     set_elsewhere: "Callable[[str], bool]" = lambda name: True
+    # For each call another given file makes of something by this name, whether it sits in a loop there
+    # (unknown alone: one call, in a loop).
+    loop_calls_elsewhere: "Callable[[str], list[bool]]" = lambda name: [True]
     # Whether another given file mentions an attribute of this name (`obj.pe`).
     attribute_elsewhere: "Callable[[str], bool]" = lambda name: True
     # Whether every method of this name that the project's files define returns only Python values
