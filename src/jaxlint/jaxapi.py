@@ -366,9 +366,21 @@ PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.
 
 # Attributes of library pytree classes that are Python values whatever the leaves: aux data, and
 # properties computed from the leaves' shapes (`SphericalSignal.res_beta` is `grid_values.shape[-2]`).
+# MJX's models keep every field that is not a `jax.Array` in the treedef: the sizes are Python ints.
+_MJX_SIZES = frozenset({
+    "nq", "nv", "nu", "na", "nbody", "nbvh", "nbvhstatic", "nbvhdynamic", "njnt", "ngeom", "nsite", "ncam",
+    "nlight", "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata", "nflexshelldata", "nflexevpair",
+    "nflextexcoord", "nmesh", "nmeshvert", "nmeshnormal", "nmeshtexcoord", "nmeshface", "nmeshgraph", "nmeshpoly",
+    "nmeshpolyvert", "nmeshpolymap", "nskin", "nhfield", "nhfielddata", "ntex", "ntexdata", "nmat", "npair",
+    "nexclude", "neq", "ntendon", "nwrap", "nsensor", "nnumeric", "ntuple", "nkey", "nmocap", "nM", "nB", "nC",
+    "nD", "nJmom", "ntree", "ngravcomp", "nuserdata", "nsensordata", "nplugin"})
 LIBRARY_STATIC_ATTRIBUTES: dict[str, frozenset[str]] = {
     "e3nn_jax.IrrepsArray": frozenset({"irreps"}),
     "e3nn_jax.SphericalSignal": frozenset({"res_beta", "res_alpha", "grid_resolution", "quadrature", "p_val", "p_arg"}),
+    "mujoco.mjx.Model": _MJX_SIZES,
+    "mujoco.mjx._src.types.Model": _MJX_SIZES,
+    "brax.System": _MJX_SIZES,
+    "brax.base.System": _MJX_SIZES,
 }
 
 
