@@ -62,10 +62,12 @@ class _Builder:
         tp = type(node)
         if tp in self.m._wanted:
             guards = self.guards
-            if loop is None and isinstance(scope, FunctionInfo):
-                guards = guards | {f"@{self.counter}"}  # where it runs in straight-line code (see Values)
+            if isinstance(scope, FunctionInfo):
+                guards = guards | {f"@{self.counter}"}  # where it runs (see Values)
                 if self.branches:
                     self.m.stamp_branches[self.counter] = self.branches
+                if loop is not None:
+                    self.m.stamp_loops[self.counter] = loop
             self.m.records.append(Record(node, scope, loop, guards, self.top))
         handler = _HANDLERS.get(tp)
         if handler is not None:

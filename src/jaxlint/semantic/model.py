@@ -35,7 +35,8 @@ from ..syntax import (
 from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, guard_helper, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
-    CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope, dead_branch,
+    CallableRef, ClassFacts, ClassInfo, DIFFERENTIATING, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope,
+    dead_branch,
 )
 from .refs import pallas_refs
 from .traced import ArgInfo, _Tracer, ExternalCall, static_param_names
@@ -85,6 +86,7 @@ class ModuleModel:
         self.eager_calls: set[int] = set()  # ids of calls under `with jax.ensure_compile_time_eval():`
         self.nojit_calls: set[int] = set()  # ids of calls under `with jax.disable_jit():`
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
+        self.stamp_loops: dict[int, LoopInfo] = {}  # stamp of a record in a loop -> the innermost loop
         self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self._returns_busy: set[int] = set()
@@ -276,6 +278,19 @@ class ModuleModel:
         """The scopes of the module's calls that run `fn` by name (not through a transform's result)."""
         return [scope for call, scope, _loop in self.all_calls
                 if (ref := self.resolve_callable(call.func, scope)) is not None and ref.fn is fn]
+
+    def differentiated_only(self, fn: "FunctionInfo") -> bool:
+        """Whether every transform that reaches `fn` (directly, or through the traced functions that call
+        it) only differentiates it, staging nothing (`jax.value_and_grad(loss)` without jit, no vmap):
+        there its values are JVP tracers around concrete primals."""
+        memo = self.__dict__.setdefault("_differentiated", {})
+        if id(fn) not in memo:
+            memo[id(fn)] = False  # (a cycle of helpers answers no until it is worked out)
+            memo[id(fn)] = fn.traced and not fn.staged and not fn.cached \
+                and fn.transforms - {"helper"} <= DIFFERENTIATING and all(
+                    isinstance(scope, FunctionInfo) and scope is not fn and self.differentiated_only(scope)
+                    for scope, _stamp in fn.helper_sites) and bool(fn.transforms - {"helper"} or fn.helper_sites)
+        return memo[id(fn)]
 
     def retraced_each_call(self, fn: "FunctionInfo") -> bool:
         """A jitted def (by decorator) whose every call hands a static parameter the variable of a `for`
@@ -1791,6 +1806,7 @@ class ModuleModel:
         values._use_order = next((int(g[1:]) for g in guards if g.startswith("@")), None)
         if values._use_order is not None:
             values._use_arms = self.stamp_branches.get(values._use_order, ())
+            values._use_loop = self.stamp_loops.get(values._use_order)
         for g in guards:
             # after `if is_tracer(x): return`, in the `else` of `if is_tracer(x) or is_tracer(y):` and of
             # `None if is_tracer(x) else float(x)`, the names tested are concrete values

@@ -510,6 +510,8 @@ def _ident_truth(kind: str) -> Optional[bool]:
 
 # Transforms that trace even with jit disabled (they are not staging): vmap, grad and their kin.
 UNSTAGED = frozenset({"vmap", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "jvp", "vjp", "linearize"})
+# Of those, the transforms that only differentiate: their tracers carry concrete primals.
+DIFFERENTIATING = UNSTAGED - {"vmap"}
 
 
 def _closure_not_none(fn: FunctionInfo, name: str) -> bool:

@@ -22,7 +22,7 @@ from ..jaxapi import (
 from ..syntax import container_path, _flatten, _is_literal, _returns, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
 from .frameworks import linen_variables_at
-from .scopes import UNSTAGED, FunctionInfo, Scope, dead_branch
+from .scopes import UNSTAGED, FunctionInfo, LoopInfo, Scope, dead_branch
 
 if TYPE_CHECKING:
     from .model import ModuleModel
@@ -61,6 +61,7 @@ class Values:
         self._static_override: set[str] = set()
         self._use_order: Optional[int] = None  # source-order stamp of the node asked about, in straight-line code
         self._use_arms: tuple[tuple[object, bool], ...] = ()  # the if arms around that node
+        self._use_loop: Optional[LoopInfo] = None  # the innermost loop around it, if any
 
     def solve(self) -> None:
         fn = self.fn
@@ -290,7 +291,7 @@ class Values:
             return False  # `sample_shape`, `batch_size`, `ndim`: named for static facts
         fn = self.fn
         if name in self._locals:
-            if name in fn.traced_names and self._use_order is not None and name not in fn.traced_params:
+            if name in fn.traced_names and self._use_order is not None:
                 reaching = self._reaching(name)
                 if reaching is not None:  # `if np.isnan(low): low = -jnp.ones_like(a)`: not yet rebound here
                     return any(name in fn.event_traced[i] for i in reaching)
@@ -407,11 +408,23 @@ class Values:
         use = self._use_order
         assert use is not None
         arms = dict(self._use_arms)
+        if len(fn.event_traced) != len(fn.events):
+            return None
         reaching = [i for i, ((target, _v, _h), order, branches)
                     in enumerate(zip(fn.events, fn.event_orders, fn.event_branches))
                     if order < use and name in _target_names(target)
                     and not any(isinstance(node, int) and arms.get(node, arm) != arm for node, arm in branches)]
-        if not reaching and fn.param(name) is None or len(fn.event_traced) != len(fn.events):
+        # The last plain assignment that runs whenever the read does (in the same block of straight-line
+        # code, or of the loop body around the read, and in every `if` arm around it) hides those before.
+        loops = _event_loops(fn)
+        last = next((i for i in reversed(reaching) if fn.events[i][2] == "=" and loops[i] is self._use_loop
+                     and all(not isinstance(node, int) or arms.get(node) == arm for node, arm in fn.event_branches[i])),
+                    None)
+        if last is not None:
+            return reaching[reaching.index(last):]
+        if self._use_loop is not None or name in fn.traced_params:
+            return None  # (a later pass's bindings reach the read too; a parameter is bound before them all)
+        if not reaching and fn.param(name) is None:
             return None
         return reaching
 
@@ -657,6 +670,8 @@ class Values:
                 return False  # tracers are unhashable: a set built under a trace holds keys or static values
             if qual == "jax.lax.psum" and e.args and _is_literal(e.args[0].value):
                 return False  # psum of a Python constant is the axis size times it, a Python number
+            if qual == "jax.lax.stop_gradient" and self.m.differentiated_only(self.fn):
+                return False  # under `grad` alone the value it stops is the primal: a concrete array
             if id(e) in self.m.eager_calls and qual.startswith(STAGING_MODULES):
                 # under `jax.ensure_compile_time_eval()`: concrete unless given a tracer
                 return any(self.traced(a.value) for a in e.args)
@@ -740,6 +755,21 @@ def flax_collections(fn: FunctionInfo) -> set[str]:
         if isinstance(holder, cst.Name) and holder.value in variables:
             out.add(target.value)
     return out
+
+
+def _event_loops(fn: FunctionInfo) -> list[Optional[LoopInfo]]:
+    """For each binding event of `fn`: the innermost loop of the body around it (None in straight-line
+    code; a `for` target belongs to its own loop)."""
+    found = fn.__dict__.get("_event_loops")
+    if found is None or len(found) != len(fn.events):
+        found = []
+        for (target, _value, _how), at in zip(fn.events, fn.event_orders):
+            names = _target_names(target)
+            found.append(next((loop for name in names for order, loop in zip(fn.bind_order.get(name, []),
+                                                                              fn.bind_loops.get(name, []))
+                               if order == at), None))
+        fn.__dict__["_event_loops"] = found
+    return found
 
 
 def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
