@@ -543,7 +543,7 @@ class _Builder:
     def on_call(self, node: cst.Call, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.m.call_order[id(node)] = self.counter
         if loop is not None:
-            self.m.calls_in_loops.add(id(node))
+            self.m.call_loops[id(node)] = loop
         if self.guards:
             self.m.call_guards[id(node)] = self.guards
         if self.branches:

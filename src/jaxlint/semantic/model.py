@@ -87,7 +87,7 @@ class ModuleModel:
         self.nojit_calls: set[int] = set()  # ids of calls under `with jax.disable_jit():`
         self.stamp_branches: dict[int, tuple[tuple[object, bool], ...]] = {}  # stamp of a record -> its if arms
         self.stamp_loops: dict[int, LoopInfo] = {}  # stamp of a record in a loop -> the innermost loop
-        self.calls_in_loops: set[int] = set()  # ids of calls inside a loop of their function
+        self.call_loops: dict[int, LoopInfo] = {}  # id of a call inside a loop of its function -> innermost loop
         self.comprehensions: dict[int, cst.BaseComp] = {}  # id -> comprehension (for "comp:<id>" guards)
         self._returns_busy: set[int] = set()
         self._site_returns: dict[tuple[int, frozenset[str], frozenset[str]], Optional[list[bool]]] = {}

@@ -620,9 +620,11 @@ class _Tracer:
         for call in fn.calls:
             if dead_branch(fn, m.call_guards.get(id(call), frozenset())):
                 continue  # a branch that never runs traced calls nothing while tracing
-            # in straight-line code, a parameter rebound only further down is still the argument here
-            values._use_order = None if id(call) in m.calls_in_loops else m.call_order.get(id(call))
+            # a parameter rebound only further down is still the argument here, and a name rebound on the
+            # way is what was bound last
+            values._use_order = m.call_order.get(id(call))
             values._use_arms = m.call_branches.get(id(call), ())
+            values._use_loop = m.call_loops.get(id(call))
             qual = m.resolve(call.func, fn)
             if qual is not None and (qual in CALLBACKS or qual in m.transforms or qual in LAX_BODIES):
                 if qual in m.transforms or qual in LAX_BODIES:

@@ -117,19 +117,22 @@ class Values:
         fn.container_names = containers
         fn.dict_names = dicts
         straight = _straight_line_events(fn)
+        # where each value is evaluated: its stamp and loop (a `for` target's iterable, once, before the loop)
+        places = [(at, None) if at is not None else (order, loop)
+                  for at, order, loop in zip(straight, fn.event_orders, _event_loops(fn))]
         dead = bool(fn.flags) or bool(fn.idents) or fn.passed is not None or bool(fn.left_none)
         bound: list[set[str]] = [set() for _ in fn.events]
         fn.event_traced = bound
         for _ in range(20):
             before = len(names) + sum(map(len, bound))
             before_trees = len(trees)
-            for (target, value, how), at, arms, out in zip(fn.events, straight, fn.event_branches, bound):
+            for (target, value, how), (at, loop), arms, out in zip(fn.events, places, fn.event_branches, bound):
                 if value is None or dead and self._dead_arm(arms):
                     continue  # (a binding in an arm no traced call takes: `if augment:` never passed True)
                 # a value bound in straight-line code sees a name as bound before it: not a rebinding
                 # further down (`shards = f(indices); ...; indices = jnp.array(indices)`) nor one in the
                 # other arm of an `if`
-                self._use_order, self._use_arms = at, arms
+                self._use_order, self._use_arms, self._use_loop = at, arms, loop
                 if how in ("=", "for") and self.is_pytree(value):
                     for n in _target_names(target):
                         trees.add(n)
@@ -145,7 +148,7 @@ class Values:
                         containers.add(target.value)
                     self._bind(target, self._unpack(value), out)
                 names |= out
-            self._use_order, self._use_arms = None, ()
+            self._use_order, self._use_arms, self._use_loop = None, (), None
             if len(names) + sum(map(len, bound)) == before and len(trees) == before_trees:
                 break
 
