@@ -59,7 +59,7 @@ class ProjectIndex:
         self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
-        self._tracer_fns: dict[str, frozenset[str]] = {}  # per file: functions returning `isinstance(x, Tracer)`
+        self._tracer_fns: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
         self._field_fns: dict[str, frozenset[str]] = {}  # per file: functions returning a static field declaration
@@ -149,7 +149,9 @@ class ProjectIndex:
         if path is None:
             return frozenset()
         self._read(path)
-        return {"static": self._static_fns, "container": self._container_fns, "tracer": self._tracer_fns,
+        if kind == "tracer":  # (a single argument: `any(isinstance(v, Tracer) for v in xs)` of `*xs` too)
+            return frozenset(n for n, what in self._tracer_fns[path].items() if what in ("tracer", "tracers"))
+        return {"static": self._static_fns, "container": self._container_fns,
                 "registers": self._register_fns, "host": self._host_fns, "field": self._field_fns,
                 "numpy_alias": self._numpy_aliases}[kind][path]
 
@@ -161,7 +163,7 @@ class ProjectIndex:
         self._facts[path] = {}  # while it is read: an import cycle sees no classes
         self._static_fns[path] = frozenset()
         self._container_fns[path] = frozenset()
-        self._tracer_fns[path] = frozenset()
+        self._tracer_fns[path] = {}
         self._register_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
         self._field_fns[path] = frozenset()
@@ -499,7 +501,7 @@ class ProjectIndex:
                               loop_calls_elsewhere=lambda name: self.calls_in_loops(name, path),
                               attribute_elsewhere=lambda name: self.reads_attribute(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
-                              static_elements=summary(self._element_fns),
+                              static_elements=summary(self._element_fns), guard_helper=summary(self._tracer_fns),
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,

@@ -390,7 +390,7 @@ class _Builder:
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
         self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True) | instance_guards(node.test) \
-            | _not_jax_array(node.test, True) | self._helper_tests(node.test, True)
+            | _not_jax_array(node.test, True) | self._helper_tests(node.test, True, scope)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
@@ -405,7 +405,7 @@ class _Builder:
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
             self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) \
-                | _not_jax_array(node.test, False) | self._helper_tests(node.test, False) | (
+                | _not_jax_array(node.test, False) | self._helper_tests(node.test, False, scope) | (
                 {"never:"} if known is True else frozenset()) | {f"unless:{id(node)}"}
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
@@ -419,23 +419,28 @@ class _Builder:
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
             self.guards = self.guards | flag_tests(node.test, False) | ident_tests(node.test, False) \
-                | self._helper_tests(node.test, False) | {f"exit:{id(node)}"}
+                | self._helper_tests(node.test, False, scope) | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
 
-    def _helper_tests(self, e: cst.BaseExpression, holds: bool) -> frozenset[str]:
+    def _helper_tests(self, e: cst.BaseExpression, holds: bool, scope: Scope) -> frozenset[str]:
         """What a test of this module's trace-testing helpers says where it is `holds`: where `is_traced(x)`
         is false, `x` is a concrete value ({"x", "notracer:x"}); where `under_transform()` is false, or
         `trace_state_clean()` true, nothing is being traced ({"eager:"})."""
         if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-            return self._helper_tests(e.expression, not holds)
+            return self._helper_tests(e.expression, not holds, scope)
         if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And if holds else cst.Or):
-            return self._helper_tests(e.left, holds) | self._helper_tests(e.right, holds)
+            return self._helper_tests(e.left, holds, scope) | self._helper_tests(e.right, holds, scope)
         if not isinstance(e, cst.Call):
             return frozenset()
         if _trace_state_test(e):
             return frozenset({"eager:"}) if holds else frozenset()
+        if holds:
+            return frozenset()
         kind = self.guard_helpers.get(e.func.value) if isinstance(e.func, cst.Name) else None
-        if holds or kind is None:
+        if kind is None and self.m.project is not None:
+            qual = self.m.resolve(e.func, scope)  # (a helper imported from another file of the project)
+            kind = self.m.project.guard_helper(qual) if qual is not None else None
+        if kind is None:
             return frozenset()
         if kind == "tracing":
             return frozenset({"eager:"}) if not e.args else frozenset()
@@ -522,7 +527,7 @@ class _Builder:
         # never converts a tracer; `flag is True and check(x)` never runs `check` on a traced `flag`).
         saved = self.guards
         holds = isinstance(node.operator, cst.And)
-        self.guards = saved | arm_tests(node.left, holds) | self._helper_tests(node.left, holds) | (
+        self.guards = saved | arm_tests(node.left, holds) | self._helper_tests(node.left, holds, scope) | (
             _scalar_guard_names(node.left) | instance_guards(node.left) if holds else _not_tracer(node.left))
         self.walk(node.right, scope, loop)
         self.guards = saved

@@ -2124,9 +2124,10 @@ class ModuleModel:
         self.constants_trusted.add(name)  # (asked of the project when this file is analysed without it)
         return truth
 
-    def tracer_testing(self) -> frozenset[str]:
-        """Module-level functions that only return `isinstance(arg, jax.core.Tracer)`."""
-        return frozenset(name for name, fn in self.root.defs.items() if _tests_for_tracer(fn))
+    def tracer_testing(self) -> dict[str, str]:
+        """Module-level functions that only test for a trace, by name: what they test (see `guard_helper`)."""
+        return {name: kind for name, fn in self.root.defs.items() if isinstance(fn, FunctionInfo) and not fn.is_method
+                and isinstance(fn.node, cst.FunctionDef) and (kind := guard_helper(fn.node)) is not None}
 
     def is_local(self, name: str, scope: Scope) -> bool:
         fn = scope.function_scope()
@@ -2256,7 +2257,7 @@ def _registers(fn: FunctionInfo, model: "ModuleModel") -> bool:
 
 def _tests_for_tracer(fn: FunctionInfo) -> bool:
     """`def is_tracer(x): return isinstance(x, jax.core.Tracer)`."""
-    return isinstance(fn.node, cst.FunctionDef) and not fn.is_method and guard_helper(fn.node) == "tracer"
+    return isinstance(fn.node, cst.FunctionDef) and not fn.is_method and guard_helper(fn.node) in ("tracer", "tracers")
 
 
 def returns_python_annotation(node: cst.FunctionDef) -> bool:

@@ -115,6 +115,9 @@ class ProjectClasses:
     container_return: "Callable[[str], bool]" = lambda qualname: False
     # Whether a function of another project file only returns `isinstance(arg, jax.core.Tracer)`.
     tracer_test: "Callable[[str], bool]" = lambda qualname: False
+    # What a function of another project file tests when it only tests for a trace (see `guard_helper`):
+    # "tracer" / "tracers" (its argument is a tracer), "tracing" (a transform is running), else None.
+    guard_helper: "Callable[[str], Optional[str]]" = lambda qualname: None
     # Whether a function of another project file registers the class it is given as a pytree.
     registers: "Callable[[str], bool]" = lambda qualname: False
     # Whether another file of the project calls something by this name (who may call a setter).
