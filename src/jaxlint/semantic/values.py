@@ -779,15 +779,12 @@ def _straight_line_events(fn: FunctionInfo) -> list[Optional[int]]:
     """For each binding event of `fn`: its source-order stamp when it runs in straight-line code (no
     loop around it in the body), else None."""
     out: list[Optional[int]] = []
-    for (target, _value, how), at in zip(fn.events, fn.event_orders):
-        in_loop = False
-        for name in _target_names(target):
-            for order, loop in zip(fn.bind_order.get(name, []), fn.bind_loops.get(name, [])):
-                # a `for` target's iterable is evaluated once, before its own loop starts
-                if order == at and loop is not None and not (how == "for" and loop.parent is None
-                                                             and isinstance(loop.node, cst.For) and loop.node.target is target):
-                    in_loop = True
-        out.append(None if in_loop or not _target_names(target) else at)
+    for (target, _value, how), at, loop in zip(fn.events, fn.event_orders, _event_loops(fn)):
+        # a `for` target's iterable is evaluated once, before its own loop starts
+        if loop is not None and how == "for" and loop.parent is None and isinstance(loop.node, cst.For) \
+                and loop.node.target is target:
+            loop = None
+        out.append(None if loop is not None or not _target_names(target) else at)
     return out
 
 
