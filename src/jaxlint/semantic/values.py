@@ -413,10 +413,8 @@ class Values:
         arms = dict(self._use_arms)
         if len(fn.event_traced) != len(fn.events):
             return None
-        reaching = [i for i, ((target, _v, _h), order, branches)
-                    in enumerate(zip(fn.events, fn.event_orders, fn.event_branches))
-                    if order < use and name in _target_names(target)
-                    and not any(isinstance(node, int) and arms.get(node, arm) != arm for node, arm in branches)]
+        reaching = [i for i in _events_by_name(fn).get(name, ()) if fn.event_orders[i] < use
+                    and not any(isinstance(node, int) and arms.get(node, arm) != arm for node, arm in fn.event_branches[i])]
         # The last plain assignment that runs whenever the read does (in the same block of straight-line
         # code, or of the loop body around the read, and in every `if` arm around it) hides those before.
         loops = _event_loops(fn)
@@ -758,6 +756,18 @@ def flax_collections(fn: FunctionInfo) -> set[str]:
         if isinstance(holder, cst.Name) and holder.value in variables:
             out.add(target.value)
     return out
+
+
+def _events_by_name(fn: FunctionInfo) -> dict[str, list[int]]:
+    """The binding events of `fn` of each name it binds, by index in `events`, in source order."""
+    found = fn.__dict__.get("_events_by_name")
+    if found is None or found[0] != len(fn.events):
+        table: dict[str, list[int]] = {}
+        for i, (target, _value, _how) in enumerate(fn.events):
+            for name in _target_names(target):
+                table.setdefault(name, []).append(i)
+        found = fn.__dict__["_events_by_name"] = (len(fn.events), table)
+    return found[1]
 
 
 def _event_loops(fn: FunctionInfo) -> list[Optional[LoopInfo]]:
