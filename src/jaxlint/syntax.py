@@ -91,7 +91,7 @@ def _no_check(self: cst.CSTNode) -> None:
     pass
 
 
-def parse_unchecked(source: bytes) -> cst.Module:
+def _parse_unchecked(source: bytes) -> cst.Module:
     """`cst.parse_module(source)`, without validating each node the parser builds (the same tree)."""
     with _UNCHECKED_LOCK:
         _UNCHECKED["parses"] += 1
@@ -131,14 +131,14 @@ def sharing_parses() -> Iterator[None]:
 
 
 def parse_shared(source: bytes) -> cst.Module:
-    """`cst.parse_module(source)` (see `parse_unchecked`), or the module already parsed from the same bytes
+    """`cst.parse_module(source)` (see `_parse_unchecked`), or the module already parsed from the same bytes
     inside `sharing_parses()` (libcst's trees are immutable, so one can serve every reader)."""
     shared: Optional[dict[bytes, cst.Module]] = _SHARED["modules"]
     if shared is None:
-        return parse_unchecked(source)
+        return _parse_unchecked(source)
     module = shared.get(source)
     if module is None:
-        module = parse_unchecked(source)
+        module = _parse_unchecked(source)
         with _SHARED_LOCK:
             if len(shared) >= _SHARED_MAX:
                 del shared[next(iter(shared))]  # (the oldest)
