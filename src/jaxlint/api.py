@@ -262,6 +262,9 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
         if paused:
             gc.unfreeze()
             gc.enable()
+            # Now rather than at some later allocation, which may come only once the next file has paused
+            # the collector: its freeze would then keep this file's garbage until a full collection.
+            gc.collect(0)
 
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
