@@ -165,3 +165,19 @@ def test_the_project_pass_parses_each_file_once(tmp_path: Path) -> None:
         assert syntax.parse_shared(source) is first
     assert syntax.parse_shared(source) is not first  # (no cache once the block is left)
     assert isinstance(first, cst.Module) and first.code == source.decode()
+
+
+def test_the_analysis_parse_skips_only_the_parsers_own_validation() -> None:
+    """The analysis parses without libcst's per-node checks: the same tree as `cst.parse_module`, and nodes
+    built afterwards (fixes) are checked again."""
+    import libcst as cst
+
+    from jaxlint import syntax
+
+    source = (Path(__file__).resolve().parent.parent / "src" / "jaxlint" / "api.py").read_bytes()
+    tree = syntax.parse_shared(source)
+    assert tree.deep_equals(cst.parse_module(source)) and tree.code.encode() == source
+    with pytest.raises(cst.ParserSyntaxError):
+        syntax.parse_shared(b"def f(:\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")

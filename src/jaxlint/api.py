@@ -256,16 +256,23 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
         gc.disable()
     try:
         if is_notebook(path):
-            return _analyse_notebook(source, path, codes, trace_decorators, external, project)
-        return _analyse(source, path, codes, trace_decorators, external, project)
+            return _analyse_notebook(source, path, codes, trace_decorators, external, project, paused)
+        return _analyse(source, path, codes, trace_decorators, external, project, paused)
     finally:
         if paused:
+            gc.unfreeze()
             gc.enable()
+            # Now rather than at some later allocation, which may come only once the next file has paused
+            # the collector: its freeze would then keep this file's garbage until a full collection.
+            gc.collect(0)
 
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
-             external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None
-             ) -> tuple[list[Finding], list[ExternalCall]]:
+             external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None,
+             freeze_tree: bool = False) -> tuple[list[Finding], list[ExternalCall]]:
+    """With `freeze_tree` (the collector paused by the caller, who unfreezes it afterwards), the parsed tree
+    is frozen away from the collector: it holds no cycles and dies with the model that refers to it, so
+    the collection after the file need not traverse its nodes (most of what that collection costs)."""
     codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
     if skips_file(raw):
@@ -280,12 +287,14 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
     except RecursionError:
         return _only_if(codes, _syntax_finding(
             path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")), []
+    if freeze_tree:
+        gc.freeze()
     return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external, project)
 
 
 def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
-                      external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None
-                      ) -> tuple[list[Finding], list[ExternalCall]]:
+                      external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None,
+                      freeze_tree: bool = False) -> tuple[list[Finding], list[ExternalCall]]:
     """A notebook's code cells analysed as one module; positions in (cell, line within the cell)."""
     codes = set(DEFAULT_CODES) if codes is None else codes
     raw = source.encode("utf-8") if isinstance(source, str) else source
@@ -301,11 +310,12 @@ def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]],
     # libcst is asked beforehand.
     unsupported = UNSUPPORTED_SYNTAX[0]
     unreadable = set_aside_unreadable(nb) if unsupported not in codes else []
-    found, calls = _analyse(nb.text, path, codes, trace_decorators, external, project) if nb.cells else ([], [])
+    found, calls = _analyse(nb.text, path, codes, trace_decorators, external, project, freeze_tree) \
+        if nb.cells else ([], [])
     if any(f.code == unsupported for f in found):
         unreadable = set_aside_unreadable(nb)
         if unreadable:
-            found, calls = _analyse(nb.text, path, codes, trace_decorators, external, project)
+            found, calls = _analyse(nb.text, path, codes, trace_decorators, external, project, freeze_tree)
     broken += [_unsupported_cell(path, e) for e in unreadable]
     found = to_cells(nb, found) + [f for f in broken if f.code in codes]
     found.sort(key=Finding.sort_key)

@@ -9,6 +9,7 @@ once more with what the project modules it imports say about their classes.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import functools
 import os
@@ -624,7 +625,7 @@ def _imported_modules(source: bytes, module: str, is_package: bool) -> tuple[str
     if tree is None:
         return ()
     out: list[str] = []
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.ImportFrom):
             base = absolute("." * node.level + (node.module or ""), module, is_package) if node.level \
                 else (node.module or "")
@@ -635,6 +636,16 @@ def _imported_modules(source: bytes, module: str, is_package: bool) -> tuple[str
                 parts = a.name.split(".")
                 out.extend(".".join(parts[:i]) for i in range(len(parts), 0, -1) if a.asname is None or i == len(parts))
     return tuple(out)
+
+
+def _statements(tree: ast.Module) -> Iterable[ast.AST]:
+    """The nodes of `tree` that are or hold statements, in `ast.walk`'s order: an import is a statement, and
+    only statements (with `except` and `case` clauses) hold statements, so expressions need no visit."""
+    todo: collections.deque[ast.AST] = collections.deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
+        yield node
 
 
 _LOOP_HEADER = re.compile(rb"[ \t]*(?:async[ \t]+)?(?:for|while)\b")

@@ -78,6 +78,33 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+# libcst checks every node as it is built (`CSTNode.__post_init__` calls `_validate`): a fifth of a parse,
+# spent on trees its parser built from source, which are valid by construction (libcst's own comment there
+# says as much). The analysis parses without those checks; nodes built elsewhere (fixes, edits) are checked,
+# except while a parse in another thread has them switched off.
+_CHECK_NODE = cst.CSTNode.__post_init__
+_UNCHECKED_LOCK = threading.Lock()
+_UNCHECKED = {"parses": 0}
+
+
+def _no_check(self: cst.CSTNode) -> None:
+    pass
+
+
+def _parse_unchecked(source: bytes) -> cst.Module:
+    """`cst.parse_module(source)`, without validating each node the parser builds (the same tree)."""
+    with _UNCHECKED_LOCK:
+        _UNCHECKED["parses"] += 1
+        cst.CSTNode.__post_init__ = _no_check  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(source)
+    finally:
+        with _UNCHECKED_LOCK:
+            _UNCHECKED["parses"] -= 1
+            if not _UNCHECKED["parses"]:
+                cst.CSTNode.__post_init__ = _CHECK_NODE  # type: ignore[method-assign]
+
+
 # Parsed modules shared while `sharing_parses()` is active (the project pass: the files it reads for their
 # summaries and the files it analyses again are often the same, and parsing is most of the cost). The
 # analysis runs on threads of its own (deep stacks), so the table is the process's, kept while any block
@@ -104,14 +131,14 @@ def sharing_parses() -> Iterator[None]:
 
 
 def parse_shared(source: bytes) -> cst.Module:
-    """`cst.parse_module(source)`, or the module already parsed from the same bytes inside
-    `sharing_parses()` (libcst's trees are immutable, so one can serve every reader)."""
+    """`cst.parse_module(source)` (see `_parse_unchecked`), or the module already parsed from the same bytes
+    inside `sharing_parses()` (libcst's trees are immutable, so one can serve every reader)."""
     shared: Optional[dict[bytes, cst.Module]] = _SHARED["modules"]
     if shared is None:
-        return cst.parse_module(source)
+        return _parse_unchecked(source)
     module = shared.get(source)
     if module is None:
-        module = cst.parse_module(source)
+        module = _parse_unchecked(source)
         with _SHARED_LOCK:
             if len(shared) >= _SHARED_MAX:
                 del shared[next(iter(shared))]  # (the oldest)
