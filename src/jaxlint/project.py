@@ -256,7 +256,7 @@ class ProjectIndex:
     def _search_mentions(self, name: str, besides: str, importing: bool, called: bool) -> bool:
         # (not in a comment: `# encode(batch)` is a call someone took out)
         tail = rb"\s*\(" if called else rb"\b(?!\s*=[^=])"
-        word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + tail, re.M)
+        word = _mention(name, tail)
         here = os.path.realpath(besides)
         stem = os.path.splitext(os.path.basename(here))[0]
         if stem == "__init__":
@@ -284,7 +284,7 @@ class ProjectIndex:
         memo = self.__dict__.setdefault("_loop_call_answers", {})
         key = (name, besides)
         if key not in memo:
-            word = re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + rb"\s*\(", re.M)
+            word = _mention(name, rb"\s*\(")
             here = os.path.realpath(besides)
             found: list[bool] = []
             for path, text in self._given_texts().items():
@@ -646,6 +646,11 @@ def _statements(tree: ast.Module) -> Iterable[ast.AST]:
         node = todo.popleft()
         todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
         yield node
+
+
+def _mention(name: str, tail: bytes) -> "re.Pattern[bytes]":
+    """A line naming `name` followed by `tail` (`rb"\\s*\\("` for a call), outside a comment and not its def."""
+    return re.compile(rb"^[^#\n]*(?<!def )\b" + re.escape(name.encode()) + tail, re.M)
 
 
 _LOOP_HEADER = re.compile(rb"[ \t]*(?:async[ \t]+)?(?:for|while)\b")
