@@ -89,6 +89,18 @@ def _reads(node: cst.CSTNode, name: str) -> int:
     return mentions - stores
 
 
+def _reused_in_inner_loop(names: set[str], loop: LoopInfo, where: Where) -> bool:
+    """Whether a name bound to the jitted callable is called in a loop nested in this pass
+    (`for i in range(100): out = render(envs, states[i])`): the pass compiles once and that program
+    serves every inner pass."""
+    for call, _scope, inner in where.model.all_calls:
+        inner = repeating(inner)
+        if inner is not None and inner is not loop and loop.encloses(inner) \
+                and isinstance(call.func, cst.Name) and call.func.value in names:
+            return True
+    return False
+
+
 def _never_used(name: str, scope_node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether nothing in the scope reads `name`, but defs that are themselves never used (a jitted function
     made on each pass that no one calls, or only a def no one calls does): nothing is traced, nothing compiles."""
@@ -595,7 +607,9 @@ class JitInLoop(Rule):
     of different shapes, or over sizes (a table, or the list a parameter defaults to) the jitted function
     is called with arrays of; the item used as the index of a returned tuple; a jitted def that calls a
     function its enclosing function builds from a factory on each call (an optimizer's update); a
-    jitted def used only inside other traced functions. The item bound (by a `partial` or a closure) to a
+    jitted def used only inside other traced functions. A jitted function that reads what changes between
+    passes (the pass's solver, environment or state) and is then called in a loop nested in the pass (a timing
+    or rollout loop) compiles once per pass for what it reads, and that program serves the whole inner loop. The item bound (by a `partial` or a closure) to a
     parameter its function declares a Python value (`block: int`, `mode: str`, in this file or another
     project file) is a different program for each item: a tuning sweep over block sizes is not flagged.
     Nor is a script loop that rebinds module globals (`config, env = make(name)`) which the jitted function
@@ -897,6 +911,8 @@ class JitInLoop(Rule):
             return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
+        if self._captures_varying(first.value, where, loop) and _reused_in_inner_loop(_assigned_names(node, loop), loop, where):
+            return  # one program per pass for what this pass captures, reused by an inner loop
         if not self._captures_varying(first.value, where, loop) and (
                 _kept_in_table(node, loop) or any(_kept_in_table(cst.Name(n), loop) for n in _assigned_names(node, loop))):
             return  # a table of jitted functions built in a setup loop: each entry is kept, compiled once, reused
@@ -1017,7 +1033,9 @@ class JitInLoop(Rule):
                                or _used_only_in_traces(fn.name, fn, where)
                                or self._static_from_item(fn, loop, where)
                                or _kept_in_table(cst.Name(fn.name), loop)
-                               and not self._captures_varying(cst.Name(fn.name), where, loop)) \
+                               and not self._captures_varying(cst.Name(fn.name), where, loop)
+                               or self._captures_varying(cst.Name(fn.name), where, loop)
+                               and _reused_in_inner_loop({fn.name}, loop, where)) \
                 or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
