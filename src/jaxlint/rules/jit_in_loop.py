@@ -89,18 +89,6 @@ def _reads(node: cst.CSTNode, name: str) -> int:
     return mentions - stores
 
 
-def _reused_in_inner_loop(names: set[str], loop: LoopInfo, where: Where) -> bool:
-    """Whether a name bound to the jitted callable is called in a loop nested in this pass
-    (`for i in range(100): out = render(envs, states[i])`): the pass compiles once and that program
-    serves every inner pass."""
-    for call, _scope, inner in where.model.all_calls:
-        inner = repeating(inner)
-        if inner is not None and inner is not loop and loop.encloses(inner) \
-                and isinstance(call.func, cst.Name) and call.func.value in names:
-            return True
-    return False
-
-
 def _never_used(name: str, scope_node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether nothing in the scope reads `name`, but defs that are themselves never used (a jitted function
     made on each pass that no one calls, or only a def no one calls does): nothing is traced, nothing compiles."""
@@ -328,10 +316,11 @@ _SHAPED = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "ey
                      "normal", "uniform", "randint", "tile", "broadcast_to"})
 
 
-def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
+def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where, captured: frozenset[str] = frozenset()) -> bool:
     """`for d in [10, 100, 1000]: x = jnp.arange(d * n).reshape((n, d)); f(x)`: the jitted def is called
     with an array whose shape comes from the item of a sweep over constants (or that is placed on the
-    item, `jax.device_put(x, dev)`), so every pass traces a new program whoever defines the function."""
+    item, `jax.device_put(x, dev)`), or reads one of `captured` (the names it closes over) bound to such an
+    array, so every pass traces a new program whoever defines the function."""
     node = loop.node
     if not isinstance(node, cst.For):
         return False
@@ -342,6 +331,8 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
         if _shaped_item(expr, loop, where):
             return True
         for n in descendants(expr):
+            if isinstance(n, cst.Subscript) and any(_item_length(el.slice, loop) for el in n.slice):
+                return True  # `pos[:n_real]` with `n_real` read from this pass's item: a length per pass
             if isinstance(n, cst.Call) and any(names_in(a.value) & items for a in n.args):
                 q = where.resolve(n.func) or dotted(n.func) or ""
                 if q == "jax.device_put":
@@ -369,7 +360,15 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where) -> bool:
         if any(isinstance(a.value, cst.Name) and a.value.value == name for a in c.args) and any(
                 sized(a.value, 0) for a in c.args if not (isinstance(a.value, cst.Name) and a.value.value == name)):
             return True
-    return False
+    # `pos = x[:n_real]` on each pass, and the jitted def reads `pos`: its constants change shape with the pass
+    return any(sized(v, 1) for c in sorted(captured) for v in _values_in_loop(loop, c))
+
+
+def _item_length(part: cst.BaseSlice, loop: LoopInfo) -> bool:
+    """A slice whose end comes from the loop's item and whose start does not (`[:n]`, `[1:int(n * f)]`): its
+    length changes with the item (`[i:i + bs]`, both ends moving together, need not)."""
+    return isinstance(part, cst.Slice) and part.upper is not None and from_item(part.upper, loop) \
+        and (part.lower is None or not from_item(part.lower, loop))
 
 
 def _shaped_item(expr: cst.BaseExpression, loop: LoopInfo, where: Where) -> bool:
@@ -607,9 +606,10 @@ class JitInLoop(Rule):
     of different shapes, or over sizes (a table, or the list a parameter defaults to) the jitted function
     is called with arrays of; the item used as the index of a returned tuple; a jitted def that calls a
     function its enclosing function builds from a factory on each call (an optimizer's update); a
-    jitted def used only inside other traced functions. A jitted function that reads what changes between
-    passes (the pass's solver, environment or state) and is then called in a loop nested in the pass (a timing
-    or rollout loop) compiles once per pass for what it reads, and that program serves the whole inner loop. The item bound (by a `partial` or a closure) to a
+    jitted def used only inside other traced functions; arrays cut to a length read from the pass's item
+    (`pos[:n_real]` for each padded bucket), which the jitted function is given or closes over, are a new
+    shape on each pass; a size bound as the default of a jitted def called without it
+    (`def run(chunk_size=chunk)`) is that pass's Python value. The item bound (by a `partial` or a closure) to a
     parameter its function declares a Python value (`block: int`, `mode: str`, in this file or another
     project file) is a different program for each item: a tuning sweep over block sizes is not flagged.
     Nor is a script loop that rebinds module globals (`config, env = make(name)`) which the jitted function
@@ -726,6 +726,13 @@ class JitInLoop(Rule):
         if _free_names(callable_, fn, defaults=False) & items and (
                 constants or (_names_used_as_keys(body) | _names_used_statically(body, where)) & items):
             return True
+        # `def run(chunk_size=chunk)`, jitted and called without it: the default is the pass's Python value,
+        # and a body using it as a size or a declared Python value is a different program for each item
+        defaulted = {p.name for p in fn.params if p.default is not None and names_in(p.default) & items} \
+            if fn is not None else set()
+        if defaulted and defaulted & _names_used_statically(fn.node.body, where) \
+                and not self._given(fn.name, defaulted, loop):
+            return True
         for name in _free_names(callable_, fn) - items:
             for value in loop.bound.get(name, []):
                 if value is not None and self._captures_item(value, where, loop, depth + 1):
@@ -736,6 +743,12 @@ class JitInLoop(Rule):
                                        | _names_used_statically(inner.node, where)) & items):
                 return True
         return False
+
+    def _given(self, name: str, params: set[str], loop: LoopInfo) -> bool:
+        """Whether a call of `name` in the loop passes one of `params` by keyword or passes any positional
+        argument (which may fill it)."""
+        return any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == name and any(
+            a.keyword is None or a.keyword.value in params for a in c.args) for c in descendants(loop.node))
 
     def _wraps_item(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
         """`for fun in constraints: jac = jax.jit(jax.jacfwd(partial(fun, model=m)))`: the function jitted is
@@ -840,7 +853,8 @@ class JitInLoop(Rule):
             return True  # `for mode in ("train", "eval")`: one program per item of a collection
         if self._wraps_item(callable_, where, loop) or self._item_static_at_call(node, where, loop):
             return True  # each pass jits its item's function, or calls with its item as a static argument
-        if any(_called_with_item_shapes(name, loop, where) for name in sorted(_assigned_names(node, loop))):
+        captured = frozenset(_free_names(callable_, None))
+        if any(_called_with_item_shapes(name, loop, where, captured) for name in sorted(_assigned_names(node, loop))):
             return True  # `qr = jax.jit(lambda g: ...)` then called with this configuration's arrays
         if applied is not None and self._new_static_object(node, applied, where, loop):
             return True  # `jit(f, static_argnums=0)(Likelihood(...), x)`: a static argument equal to no earlier one
@@ -911,8 +925,6 @@ class JitInLoop(Rule):
             return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
-        if self._captures_varying(first.value, where, loop) and _reused_in_inner_loop(_assigned_names(node, loop), loop, where):
-            return  # one program per pass for what this pass captures, reused by an inner loop
         if not self._captures_varying(first.value, where, loop) and (
                 _kept_in_table(node, loop) or any(_kept_in_table(cst.Name(n), loop) for n in _assigned_names(node, loop))):
             return  # a table of jitted functions built in a setup loop: each entry is kept, compiled once, reused
@@ -1028,14 +1040,12 @@ class JitInLoop(Rule):
             return  # `@partial(jax.jit, out_shardings=s)` with `s` made on each pass: one program per pass
         if fn is not None and (self._factory_bound(_free_names(fn.node, fn), where, loop)
                                or self._captures_item(cst.Name(fn.name), where, loop)
-                               or _called_with_item_shapes(fn.name, loop, where)
+                               or _called_with_item_shapes(fn.name, loop, where, frozenset(_free_names(fn.node, fn)))
                                or where.scope.node is not None and _never_used(fn.name, where.scope.node)
                                or _used_only_in_traces(fn.name, fn, where)
                                or self._static_from_item(fn, loop, where)
                                or _kept_in_table(cst.Name(fn.name), loop)
-                               and not self._captures_varying(cst.Name(fn.name), where, loop)
-                               or self._captures_varying(cst.Name(fn.name), where, loop)
-                               and _reused_in_inner_loop({fn.name}, loop, where)) \
+                               and not self._captures_varying(cst.Name(fn.name), where, loop)) \
                 or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(
