@@ -721,10 +721,16 @@ class JitInLoop(Rule):
         constants = distinct_constants(node.iter) or literal_table(node.iter, where.model, where.scope)
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
+
+        def reads_item(body: cst.CSTNode, free: set[str]) -> bool:
+            static = _names_used_as_keys(body) | _names_used_statically(body, where)
+            if free & items and (constants or static & items):
+                return True
+            # `scaled=case["scaled"]` with `case = cases.iloc[i]`: a Python value the pass computes from its item
+            return any(from_item(cst.Name(n), loop) for n in sorted((free & static) - items))
+
         # (the item bound as a default, `lambda x, t=t: clip(x, t)`, is a value one function could take)
-        body = fn.node if fn is not None else callable_
-        if _free_names(callable_, fn, defaults=False) & items and (
-                constants or (_names_used_as_keys(body) | _names_used_statically(body, where)) & items):
+        if reads_item(fn.node if fn is not None else callable_, _free_names(callable_, fn, defaults=False)):
             return True
         # `def run(chunk_size=chunk)`, jitted and called without it: the default is the pass's Python value,
         # and a body using it as a size or a declared Python value is a different program for each item
@@ -733,14 +739,14 @@ class JitInLoop(Rule):
         if defaulted and defaulted & _names_used_statically(fn.node.body, where) \
                 and not self._given(fn.name, defaulted, loop):
             return True
-        for name in _free_names(callable_, fn) - items:
+        # (a name the loop binds to a `partial` resolves to the function it wraps: its binding is read too)
+        own = {callable_.value} if isinstance(callable_, cst.Name) else set()
+        for name in sorted((_free_names(callable_, fn) | own) - items):
             for value in loop.bound.get(name, []):
-                if value is not None and self._captures_item(value, where, loop, depth + 1):
+                if value is not None and value is not callable_ and self._captures_item(value, where, loop, depth + 1):
                     return True
             inner = where.model.lookup_function(name, where.scope)
-            if inner is not None and loop.encloses(inner.loop_at_def) and _free_names(inner.node, inner) & items \
-                    and (constants or (_names_used_as_keys(inner.node)
-                                       | _names_used_statically(inner.node, where)) & items):
+            if inner is not None and loop.encloses(inner.loop_at_def) and reads_item(inner.node, _free_names(inner.node, inner)):
                 return True
         return False
 

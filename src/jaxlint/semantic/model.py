@@ -1125,9 +1125,16 @@ class ModuleModel:
 
     def declared_python_params(self, fn: FunctionInfo) -> frozenset[str]:
         """The parameters a function declares to be Python values that JAX cannot trace as data: `int`, `str`,
-        `bool` (optional, a union or tuple of them, a `Literal`). A kernel's `block_size: int`, a `mode: str`."""
-        return frozenset(p.name for p in fn.params if p.annotation_expr is not None and not p.star
-                         and self.scalar_annotation(p.annotation_expr, DECLARED_PYTHON))
+        `bool` (optional, a union or tuple of them, a `Literal`). A kernel's `block_size: int`, a `mode: str`.
+        A flag with a `True`/`False` default that the body tests with a Python `if` (`scaled=True`, then
+        `if scaled:`) is one too: a traced value there would raise."""
+        declared = {p.name for p in fn.params if p.annotation_expr is not None and not p.star
+                    and self.scalar_annotation(p.annotation_expr, DECLARED_PYTHON)}
+        flags = {p.name for p in fn.params if not p.star and isinstance(p.default, cst.Name)
+                 and p.default.value in ("True", "False")} - declared
+        if flags and isinstance(fn.node, cst.FunctionDef):
+            declared |= flags & _tested_names(fn.node.body)
+        return frozenset(declared)
 
     def numpy_aliases(self) -> frozenset[str]:
         """Module-level type aliases bound once to a union with a NumPy array in it
@@ -2534,3 +2541,21 @@ def _catches_tracing(kind: Optional[cst.BaseExpression]) -> bool:
     name = dotted(kind)
     return name is not None and name.rsplit(".", 1)[-1] in _TRACING_ERRORS
 
+
+def _tested_names(body: cst.CSTNode) -> set[str]:
+    """Names an `if`/`elif`/`while` of a body (not of its nested defs) tests bare or negated (`if flag:`,
+    `elif not flag:`)."""
+    out: set[str] = set()
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(n, (cst.If, cst.While)):
+            test = n.test
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test = test.expression
+            if isinstance(test, cst.Name):
+                out.add(test.value)
+        stack.extend(iter_children(n))
+    return out
