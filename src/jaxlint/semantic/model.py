@@ -1185,6 +1185,11 @@ class ModuleModel:
             func, call = call.args[0].value, call.with_changes(args=call.args[1:])
         else:
             func = call.func
+        if isinstance(func, cst.Name) and self.resolve(func, scope) is None:
+            owner = self.owner_of(func.value, scope)
+            values = owner.assigned.get(func.value, []) if owner is not None else []
+            if len(values) == 1 and isinstance(values[0], (cst.Name, cst.Attribute)):
+                func = values[0]  # `kernel_fn = grouped_topk`: a local alias of a function
         ref = self.resolve_callable(func, scope) if isinstance(func, (cst.Name, cst.Attribute)) else None
         if ref is not None:
             names = self.declared_python_params(ref.fn)
