@@ -175,8 +175,11 @@ class StaleGlobal(Rule):
                 # there is seen by a stale trace only when a loop after the def rebinds the name and
                 # also calls the cached function (a training loop decaying a closed-over rate).
                 if isinstance(s, FunctionInfo) and not s.traced:
+                    at_def = fn  # the def that runs in `s` (a lax body's enclosing jitted function)
+                    while isinstance(at_def.parent, FunctionInfo) and at_def.parent is not s:
+                        at_def = at_def.parent
                     for name in set(s.bind_order) - shadowed - set(s.defs) - set(s.classes) - set(s.imports):
-                        loop = _rebinding_loop_calling(name, s, fn, model, name in self._carried_reads)
+                        loop = _rebinding_loop_calling(name, s, at_def, model, name in self._carried_reads)
                         if loop is not None:
                             out[name] = f"a loop of `{s.qualname}` rebinds it between calls"
                 shadowed |= set(s.bind_order) | set(s.defs) | set(s.classes) | set(s.imports)
