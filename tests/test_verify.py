@@ -346,3 +346,18 @@ def test_a_shape_a_call_site_builds_is_the_input_and_two_different_ones_give_non
     assert patches.status == "confirmed" and "img: f32[2,6]" in patches.detail, patches.detail
     # Called with (2, 6) and with (3, 5): no shape is taken, and no candidate reaches the line.
     assert found["to_rows"].verification.status == "unverified", found["to_rows"].verification.detail
+
+
+def test_findings_after_a_confirmed_item_assignment_are_traced_past_it() -> None:
+    # The first item assignment raises and stops the trace; run as the functional update it should be,
+    # the trace goes on and confirms the second assignment and the Python `if` after it.
+    path = DATA / "several_item_assignments.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert sorted((f.name, f.line) for f in found) == [
+        ("array-item-assignment", _line(path, "grid[0, 0] = x.sum()")),
+        ("array-item-assignment", _line(path, "grid[1] += x.mean()")),
+        ("traced-if", _line(path, "if grid.sum() > 0")),
+    ]
+    verify_findings(found, timeout=20)
+    assert all(f.verification.status == "confirmed" for f in found), [
+        (f.line, f.verification.status, f.verification.detail) for f in found]

@@ -79,16 +79,56 @@ def _jitted_alias(tree: ast.Module, qualname: str) -> Optional[dict[str, Any]]:
     return None
 
 
+# `x[i] op= v` -> the `.at[i]` method doing the same functionally
+_AT_METHODS = {ast.Add: "add", ast.Mult: "multiply", ast.Div: "divide", ast.Pow: "power"}
+
+
+class _FunctionalUpdates(ast.NodeTransformer):
+    """Rewrites `x[i] = v` (and `x[i] += v`, ...) on the given lines to `x = x.at[i].set(v)`: an item
+    assignment already confirmed to raise, made to run so that the lines after it can be traced too.
+    Line numbers are kept, so tracebacks still name the original lines."""
+
+    def __init__(self, lines: frozenset[int]) -> None:
+        self.lines = lines
+
+    def _rewrite(self, node: ast.stmt, target: ast.expr, value: ast.expr, op: Optional[ast.operator]) -> ast.stmt:
+        if node.lineno not in self.lines or not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)):
+            return node
+        name = target.value.id
+        at = ast.Subscript(ast.Attribute(ast.Name(name, ast.Load()), "at", ast.Load()), target.slice, ast.Load())
+        if op is None:
+            method, arg = "set", value
+        elif type(op) in _AT_METHODS:
+            method, arg = _AT_METHODS[type(op)], value
+        elif isinstance(op, ast.Sub):
+            method, arg = "add", ast.UnaryOp(ast.USub(), value)
+        else:
+            method, arg = "set", ast.BinOp(ast.Subscript(ast.Name(name, ast.Load()), target.slice, ast.Load()), op, value)
+        call = ast.Call(ast.Attribute(at, method, ast.Load()), [arg], [])
+        return ast.fix_missing_locations(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], call), node))
+
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt:
+        self.generic_visit(node)
+        return self._rewrite(node, node.targets[0], node.value, None) if len(node.targets) == 1 else node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
+        self.generic_visit(node)
+        return self._rewrite(node, node.target, node.value, node.op)
+
+
 def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
-                failures: dict[str, str]) -> types.ModuleType:
+                failures: dict[str, str], rewrites: frozenset[int] = frozenset()) -> types.ModuleType:
     """Execute the imports and the definitions `roots` need, statement by statement, as module `name`.
 
     A statement that fails (an optional or test-only import, a definition that needs one) leaves its
     names as `Unavailable` stand-ins and is recorded in `failures`; the other definitions still load.
+    Item assignments on the lines `rewrites` run as functional `.at[...]` updates.
     """
     with open(path, "rb") as f:
         tree = ast.parse(f.read(), path)
     sliced, _ = slice_module(tree, roots)
+    if rewrites:
+        sliced = _FunctionalUpdates(rewrites).visit(sliced)
     is_pkg = os.path.basename(path) == "__init__.py"
     for p in (root_dir, os.path.dirname(path)):
         if p and p not in sys.path:
@@ -135,11 +175,13 @@ class Worker(Reaching, Judging):
         self.roots: set[str] = set()
         self.current_instance: Any = None
         self.scope: dict[str, Any] = {}
+        self.rewrites: set[int] = set()  # lines of confirmed item assignments, run functionally on reload
 
     def load(self) -> types.ModuleType:
         name = self.job.get("module") or "jaxlint_verified"
         self.failures = {}
-        self.mod = load_module(self.path, name, self.job.get("sys_path"), self.roots, self.failures)
+        self.mod = load_module(self.path, name, self.job.get("sys_path"), self.roots, self.failures,
+                               frozenset(self.rewrites))
         return self.mod
 
     def inputs(self, variant: int = 0, batch: bool = False, plain: bool = False, lead: int = 2) -> Inputs:
@@ -290,6 +332,26 @@ class Worker(Reaching, Judging):
                 self._fenced(group, self.load, "reloading the module")  # the run may have changed its state
             self._fenced(group, lambda root=root, group=group: self.verify_group(root, group),
                          f"tracing `{root['qualname']}`")
+            self._past_item_assignments(root, group)
+
+    def _past_item_assignments(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
+        """A trace stops at the first item assignment that raises, so the findings after it could not be
+        judged: run the confirmed ones as the functional updates they should be and trace again, until
+        no new one is confirmed."""
+        for _ in range(len(group)):
+            confirmed = {f["line"] for f in group if f["name"] == "array-item-assignment"
+                         and self.results.data.get(str(f["idx"]), {}).get("status") == "confirmed"}
+            blocked = [f for f in group if f["line"] not in confirmed
+                       and "failed first" in self.results.data.get(str(f["idx"]), {}).get("detail", "")]
+            if not blocked or confirmed <= self.rewrites:
+                return
+            self.rewrites |= confirmed
+            for f in blocked:
+                del self.results.data[str(f["idx"])]
+            self._fenced(blocked, self.load, "reloading the module")
+            self._fenced(blocked, lambda: self.verify_group(root, blocked),
+                         f"tracing `{root['qualname']}` past the confirmed item assignments")
+            group = [f for f in group if f not in blocked or self.results.has(f)]
 
     def _fenced(self, group: list[dict[str, Any]], fn: Callable[[], Any], what: str, final: bool = True) -> None:
         """Run one step under the time limit; unless `final` is False, a failure is the group's verdict."""
