@@ -76,7 +76,7 @@ class ArrayItemAssignment(Rule):
             before = owner.bindings(name, before=target)
             if before:  # the binding in force at the store decides, not the parameter's annotation
                 latest = before[-1].assigned
-                return latest is not None and (self._jax_value(latest, owner, where)  # `buf = jnp.asarray(buf)`
+                return latest is not None and (self._jax_value(latest, owner, where, at=before[-1].target)  # `buf = jnp.asarray(buf)`
                                                or self._array_arithmetic(latest, owner, before[-1].target, model)
                                                or self._annotated_array(latest, owner, model))
         if isinstance(owner, FunctionInfo):
@@ -108,7 +108,13 @@ class ArrayItemAssignment(Rule):
             e = e.func if isinstance(e, cst.Call) else e.value
         return True
 
-    def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where) -> bool:
+    def _jax_value(self, value: cst.BaseExpression, owner: Scope, where: Where, depth: int = 0,
+                   at: Optional[cst.CSTNode] = None) -> bool:
+        """Whether `value` is a JAX array: made by JAX (`jnp.*`, `x.at[i].set(v)`), or an array method's
+        result, an index or arithmetic of one; with `at` (the target of the binding `value` is assigned to),
+        a name of the function read there whose last binding before it is one."""
+        if depth > 4:
+            return False
         if isinstance(value, cst.Call):
             q = where.model.resolve(value.func, owner)
             if q is not None and q.startswith(STAGING_MODULES):
@@ -118,6 +124,21 @@ class ArrayItemAssignment(Rule):
             if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Subscript) \
                     and isinstance(func.value.value, cst.Attribute) and func.value.value.attr.value == "at":
                 return True  # x.at[i].set(v) and friends return a JAX array
+            if isinstance(func, cst.Attribute) and func.attr.value in _ARRAY_METHODS:
+                return self._jax_value(func.value, owner, where, depth + 1, at)  # `jnp.vstack(fs).astype(i32)`
+            return False
+        if isinstance(value, cst.Subscript):
+            return self._jax_value(value.value, owner, where, depth + 1, at)  # `vertices[faces]`: an index of one
+        if isinstance(value, cst.BinaryOperation) and not isinstance(value.operator, cst.MatrixMultiply):
+            if any(isinstance(side, (cst.List, cst.Tuple, cst.ListComp)) for side in (value.left, value.right)):
+                return False
+            return self._jax_value(value.left, owner, where, depth + 1, at) \
+                or self._jax_value(value.right, owner, where, depth + 1, at)
+        if isinstance(value, cst.Name) and at is not None and isinstance(owner, FunctionInfo):
+            before = owner.bindings(value.value, before=at)
+            last = before[-1] if before else None
+            return last is not None and last.assigned is not None \
+                and self._jax_value(last.assigned, owner, where, depth + 1, last.target)
         return False
 
     def _array_arithmetic(self, value: cst.BaseExpression, fn: FunctionInfo, at: cst.BaseExpression,
@@ -177,6 +198,11 @@ class ArrayItemAssignment(Rule):
             return
         assert isinstance(node.target, cst.Subscript)
         self._flag(node, node.target, _AUG.get(type(node.operator)), node.value, where)
+
+
+# Methods of a JAX array that give a JAX array back (not `tolist`, `item`, `__array__`...).
+_ARRAY_METHODS = frozenset({"astype", "reshape", "transpose", "squeeze", "ravel", "flatten", "copy", "swapaxes",
+                            "clip", "round", "conj", "real", "imag", "repeat", "take"})
 
 
 def _is_ref_write(target: cst.Subscript) -> bool:
