@@ -923,8 +923,8 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     test = _isinstance_test(e)
     if test is not None:
         subject, names = test
-        if isinstance(subject, cst.Name) and all(n in _PY_SCALARS for n in names):
-            return frozenset({subject.value})
+        if isinstance(subject, cst.Name) and all(n in _PY_SCALARS or _numpy_scalar(n) for n in names):
+            return frozenset({subject.value})  # (`isinstance(v, (int, float, np.number))`: no tracer is one)
         # `isinstance(x[0], np.ndarray)` is false for a tracer: the branch never runs under a trace.
         while isinstance(subject, (cst.Subscript, cst.Attribute)):
             subject = subject.value
@@ -936,6 +936,17 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
     if exact is not None and isinstance(exact[0], cst.Name) and exact[1] and all(n in _PY_SCALARS for n in exact[1]):
         return frozenset({exact[0].value})
     return frozenset()
+
+
+# NumPy's scalar classes (`np.number`, `np.floating`, `np.float32`...): a tracer is an instance of none.
+_NUMPY_SCALARS = frozenset({"number", "integer", "floating", "complexfloating", "signedinteger", "unsignedinteger",
+                            "generic", "bool_", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                            "uint8", "uint16", "uint32", "uint64", "complex64", "complex128"})
+
+
+def _numpy_scalar(name: str) -> bool:
+    head, _, last = name.rpartition(".")
+    return head in ("np", "numpy") and last in _NUMPY_SCALARS
 
 
 def instance_guards(e: cst.BaseExpression) -> frozenset[str]:
@@ -1011,11 +1022,25 @@ def _not_tracer(e: cst.BaseExpression) -> frozenset[str]:
 
 
 def tracer_test(e: cst.BaseExpression) -> Optional[str]:
-    """`isinstance(n, jax.core.Tracer)` (any class named `...Tracer`): the name tested, else None."""
+    """`isinstance(n, jax.core.Tracer)` (any class named `...Tracer`), or the same test of any leaf of `n`
+    (`any(isinstance(leaf, Tracer) for leaf in jax.tree_util.tree_leaves(n))`, `... for leaf in n`): the
+    name tested, else None."""
     test = _isinstance_test(e)
     if test is not None and isinstance(test[0], cst.Name) and test[1] \
             and all(n.split(".")[-1] == "Tracer" for n in test[1]):
         return test[0].value
+    if isinstance(e, cst.Call) and dotted(e.func) == "any" and len(e.args) == 1 \
+            and isinstance(e.args[0].value, (cst.GeneratorExp, cst.ListComp)):
+        gen = e.args[0].value
+        level = gen.for_in
+        if level.inner_for_in is not None or level.ifs or not isinstance(level.target, cst.Name) \
+                or tracer_test(gen.elt) != level.target.value:
+            return None
+        it = level.iter
+        if isinstance(it, cst.Call) and (dotted(it.func) or "").rpartition(".")[2] in ("tree_leaves", "leaves") \
+                and len(it.args) == 1:
+            it = it.args[0].value
+        return it.value if isinstance(it, cst.Name) else None
     return None
 
 
