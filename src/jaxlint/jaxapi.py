@@ -356,7 +356,12 @@ KEY_MAKERS = frozenset({"PRNGKey", "key", "wrap_key_data", "key_data", "key_impl
 PYTREE_CLASS_DECORATORS = frozenset({
     "flax.struct.dataclass", "jax.tree_util.register_pytree_node_class", "jax.tree_util.register_dataclass",
     "chex.dataclass", "jax.tree_util.register_static", "equinox.filter_jit", "jax_dataclasses.pytree_dataclass",
+    "jax_primitives.pytree",
 })
+# Decorators whose pytrees keep as leaves only the fields annotated with one of `LEAF_FIELD_ANNOTATIONS`
+# (`origin: Dynamic[jax.Array]`); every other field is aux data (`res_x: int`).
+LEAF_MARKING_DECORATORS = frozenset({"jax_primitives.pytree"})
+LEAF_FIELD_ANNOTATIONS = frozenset({"jax_primitives.Dynamic"})
 # Field annotations that declare an aux-data (static) field of a dataclass pytree: `link_names: Static[tuple]`.
 STATIC_FIELD_ANNOTATIONS = frozenset({"jax_dataclasses.Static"})
 PYTREE_BASES = frozenset({"equinox.Module", "flax.struct.PyTreeNode", "flax.nnx.Module", "flax.nnx.Object",

@@ -5,7 +5,10 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..jaxapi import CONTAINER_ANNOTATIONS, CONTAINER_BASES, PARTIALS, PYTREE_BASES, PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS
+from ..jaxapi import (
+    CONTAINER_ANNOTATIONS, CONTAINER_BASES, LEAF_FIELD_ANNOTATIONS, LEAF_MARKING_DECORATORS, PARTIALS, PYTREE_BASES,
+    PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS,
+)
 from ..syntax import (
     container_path,
     FuncNode,
@@ -813,6 +816,7 @@ def _metaclass(model: "ModuleModel", node: cst.ClassDef, scope: Scope) -> Option
 
 
 def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef, scope: Scope) -> None:
+    leaves: set[str] = set()  # fields annotated as leaves (`Dynamic[...]`)
     for stmt in node.body.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -824,6 +828,8 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
                     ann = small.annotation.annotation
                     if isinstance(ann, cst.Subscript) and model.resolve(ann.value, scope) in STATIC_FIELD_ANNOTATIONS:
                         cls.static_fields.add(small.target.value)  # `link_names: jax_dataclasses.Static[tuple]`
+                    if model.resolve(ann.value if isinstance(ann, cst.Subscript) else ann, scope) in LEAF_FIELD_ANNOTATIONS:
+                        leaves.add(small.target.value)
                     if model.static_wrapper_annotation(ann, scope):
                         cls.static_fields.add(small.target.value)  # `length: Const[int]`: a leafless node
                     if model.resolve(ann.value if isinstance(ann, cst.Subscript) else ann, scope) == "typing.ClassVar":
@@ -842,6 +848,8 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
                 _register_options(cls, cst.Call(call.func, [a for a in call.args if a.keyword is not None]))
             if qual == "jax.tree_util.register_static":
                 cls.static_fields.update(cls.fields)
+            if qual in LEAF_MARKING_DECORATORS:
+                cls.static_fields.update(cls.fields - leaves)  # `res_x: int` beside `origin: Dynamic[jax.Array]`
         elif qual is not None and model.registers_pytree(qual):
             # the project's own `@pytree_dataclass(aux_fields=...)`: a pytree whose options name its aux data
             cls.pytree = True
