@@ -486,10 +486,12 @@ class Judging:
         preamble = [b for b in preamble if b.lineno >= since]
         for stmt in setup + preamble:
             free |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+        counters = _counted_names(self.tree, since)
         for name in free:
             if name in ("self", "cls"):
                 raise CannotBuild("the callable is a bound method of an instance verification cannot construct")
-            env[name] = 1.0  # a loop variable: any value will do, the callable is what is rebuilt
+            # a loop variable: any value will do, the callable is what is rebuilt (an index counts: `range`)
+            env[name] = 0 if name in counters else 1.0
         jitted = []
         if setup:
             exec(compile(ast.Module(body=[_without_nonlocal(s) for s in setup], type_ignores=[]), self.path, "exec"),
@@ -677,3 +679,16 @@ def _change(a: Any, b: Any) -> str:
         return f"grew by {d}" if d >= 0 else f"shrank by {-d}"
     return "changed"
 
+
+def _counted_names(tree: ast.AST, line: int) -> set[str]:
+    """The names the `for` loop at `line` binds to counts: `i` of `for i in range(n)` and of
+    `for i, x in enumerate(xs)`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and node.lineno == line and isinstance(node.iter, ast.Call) \
+                and isinstance(node.iter.func, ast.Name):
+            if node.iter.func.id == "range" and isinstance(node.target, ast.Name):
+                return {node.target.id}
+            if node.iter.func.id == "enumerate" and isinstance(node.target, ast.Tuple) and node.target.elts \
+                    and isinstance(node.target.elts[0], ast.Name):
+                return {node.target.elts[0].id}
+    return set()
