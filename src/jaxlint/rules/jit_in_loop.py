@@ -364,6 +364,13 @@ def _called_with_item_shapes(name: str, loop: LoopInfo, where: Where, captured: 
     return any(sized(v, 1) for c in sorted(captured) for v in _values_in_loop(loop, c))
 
 
+def _given(name: str, params: set[str], loop: LoopInfo) -> bool:
+    """Whether a call of `name` in the loop passes one of `params` by keyword or passes any positional
+    argument (which may fill it)."""
+    return any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == name and any(
+        a.keyword is None or a.keyword.value in params for a in c.args) for c in descendants(loop.node))
+
+
 def _item_length(part: cst.BaseSlice, loop: LoopInfo) -> bool:
     """A slice whose end comes from the loop's item and whose start does not (`[:n]`, `[1:int(n * f)]`): its
     length changes with the item (`[i:i + bs]`, both ends moving together, need not)."""
@@ -712,8 +719,10 @@ class JitInLoop(Rule):
     def _captures_item(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
         """Whether the callable reads the item of a loop over configurations — a literal list of distinct
         constants (`for mode in ("train", "eval")`), or items the code uses as names (a dict key, an
-        attribute name) — itself, through a name the loop binds, or through a def of the loop body: each
-        pass is a different program, compiled once per item whatever the code does."""
+        attribute name) or as Python values (a size, a declared `int`/`str`/flag parameter, directly or
+        computed from the item, or as the default of a jitted def called without it) — itself, through a
+        name the loop binds, or through a def of the loop body: each pass is a different program, compiled
+        once per item whatever the code does."""
         node = loop.node
         if not isinstance(node, cst.For) or depth > 4:
             return False
@@ -737,7 +746,7 @@ class JitInLoop(Rule):
         defaulted = {p.name for p in fn.params if p.default is not None and names_in(p.default) & items} \
             if fn is not None else set()
         if defaulted and defaulted & _names_used_statically(fn.node.body, where) \
-                and not self._given(fn.name, defaulted, loop):
+                and not _given(fn.name, defaulted, loop):
             return True
         # (a name the loop binds to a `partial` resolves to the function it wraps: its binding is read too)
         own = {callable_.value} if isinstance(callable_, cst.Name) else set()
@@ -749,12 +758,6 @@ class JitInLoop(Rule):
             if inner is not None and loop.encloses(inner.loop_at_def) and reads_item(inner.node, _free_names(inner.node, inner)):
                 return True
         return False
-
-    def _given(self, name: str, params: set[str], loop: LoopInfo) -> bool:
-        """Whether a call of `name` in the loop passes one of `params` by keyword or passes any positional
-        argument (which may fill it)."""
-        return any(isinstance(c, cst.Call) and isinstance(c.func, cst.Name) and c.func.value == name and any(
-            a.keyword is None or a.keyword.value in params for a in c.args) for c in descendants(loop.node))
 
     def _wraps_item(self, callable_: cst.BaseExpression, where: Where, loop: LoopInfo, depth: int = 0) -> bool:
         """`for fun in constraints: jac = jax.jit(jax.jacfwd(partial(fun, model=m)))`: the function jitted is
