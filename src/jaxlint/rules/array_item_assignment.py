@@ -9,6 +9,7 @@ from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
 from ..semantic import FunctionInfo, ModuleModel, Scope
 from ..edits import Edit, at_update
 from ..findings import Fix
+from ..syntax import contains, descendants
 from .base import Rule, Where
 
 _AUG = {
@@ -73,6 +74,8 @@ class ArrayItemAssignment(Rule):
         if owner is None or model.is_ref(name, where.scope):
             return False  # a Pallas `Ref` takes stores: that is how a kernel writes
         if isinstance(owner, FunctionInfo) and owner is where.function and target is not None:
+            if owner.node is not None and _after_failed_at(name, target, owner.node):
+                return False  # `try: x = x.at[i].set(v)` / `except AttributeError: x[i] = v`: NumPy's fallback
             before = owner.bindings(name, before=target)
             if before:  # the binding in force at the store decides, not the parameter's annotation
                 latest = before[-1].assigned
@@ -203,6 +206,24 @@ class ArrayItemAssignment(Rule):
 # Methods of a JAX array that give a JAX array back (not `tolist`, `item`, `__array__`...).
 _ARRAY_METHODS = frozenset({"astype", "reshape", "transpose", "squeeze", "ravel", "flatten", "copy", "swapaxes",
                             "clip", "round", "conj", "real", "imag", "repeat", "take"})
+
+
+def _after_failed_at(name: str, target: cst.CSTNode, body: cst.CSTNode) -> bool:
+    """Whether `target` sits in the `except AttributeError` (or a broader) handler of a `try` whose body
+    writes `name` through `name.at[...]`: the handler runs where `name` has no `.at`, so it is no JAX array."""
+    for t in descendants(body):
+        if not isinstance(t, cst.Try):
+            continue
+        for h in t.handlers:
+            caught = h.type
+            names = [caught] if not isinstance(caught, cst.Tuple) else [el.value for el in caught.elements]
+            broad = caught is None or any(isinstance(n, cst.Name) and n.value in ("AttributeError", "Exception",
+                                                                                  "BaseException") for n in names)
+            if broad and contains(h.body, target) and any(
+                    isinstance(n, cst.Attribute) and n.attr.value == "at" and isinstance(n.value, cst.Name)
+                    and n.value.value == name for n in descendants(t.body)):
+                return True
+    return False
 
 
 def _is_ref_write(target: cst.Subscript) -> bool:
