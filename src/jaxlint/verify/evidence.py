@@ -65,6 +65,16 @@ class Results:
     def has(self, f: dict[str, Any]) -> bool:
         return str(f["idx"]) in self.data
 
+    def status(self, f: dict[str, Any]) -> tuple[Optional[str], str]:
+        """The verdict given so far and its evidence ((None, "") if none)."""
+        got = self.data.get(str(f["idx"]), {})
+        return got.get("status"), got.get("detail", "")
+
+    def forget(self, findings: list[dict[str, Any]]) -> None:
+        """Take back the verdicts of `findings`, to judge them again (after a change that lets them be reached)."""
+        for f in findings:
+            self.data.pop(str(f["idx"]), None)
+
     def put(self, f: dict[str, Any], status: str, detail: str, retry: bool = False) -> None:
         if not self.has(f):
             self.rest([f], status, detail, retry)

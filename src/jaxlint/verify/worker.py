@@ -340,14 +340,12 @@ class Worker(Reaching, Judging):
         no new one is confirmed."""
         for _ in range(len(group)):
             confirmed = {f["line"] for f in group if f["name"] == "array-item-assignment"
-                         and self.results.data.get(str(f["idx"]), {}).get("status") == "confirmed"}
-            blocked = [f for f in group if f["line"] not in confirmed
-                       and "failed first" in self.results.data.get(str(f["idx"]), {}).get("detail", "")]
+                         and self.results.status(f)[0] == "confirmed"}
+            blocked = [f for f in group if f["line"] not in confirmed and "failed first" in self.results.status(f)[1]]
             if not blocked or confirmed <= self.rewrites:
                 return
             self.rewrites |= confirmed
-            for f in blocked:
-                del self.results.data[str(f["idx"])]
+            self.results.forget(blocked)
             self._fenced(blocked, self.load, "reloading the module")
             self._fenced(blocked, lambda: self.verify_group(root, blocked),
                          f"tracing `{root['qualname']}` past the confirmed item assignments")
