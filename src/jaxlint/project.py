@@ -142,7 +142,7 @@ class ProjectIndex:
 
     def functions(self, module: str, kind: str) -> frozenset[str]:
         """A module's functions that return only Python values (`kind` "static"), are annotated to
-        return a container ("container"), test whether their argument is a tracer ("tracer"), register the
+        return a container ("container"), register the
         class they are given as a pytree ("registers"), decorate a function to run it in a host callback
         ("host"), or return a static field declaration ("field"); or its type aliases admitting a NumPy
         array ("numpy_alias")."""
@@ -150,8 +150,6 @@ class ProjectIndex:
         if path is None:
             return frozenset()
         self._read(path)
-        if kind == "tracer":  # (a single argument: `any(isinstance(v, Tracer) for v in xs)` of `*xs` too)
-            return frozenset(n for n, what in self._tracer_fns[path].items() if what in ("tracer", "tracers"))
         return {"static": self._static_fns, "container": self._container_fns,
                 "registers": self._register_fns, "host": self._host_fns, "field": self._field_fns,
                 "numpy_alias": self._numpy_aliases}[kind][path]
@@ -494,7 +492,7 @@ class ProjectIndex:
             return ask
 
         return ProjectClasses(lookup, static_name, static_return=returns("static"),
-                              container_return=returns("container"), tracer_test=returns("tracer"),
+                              container_return=returns("container"),
                               registers=returns("registers"), mentioned_elsewhere=lambda name: self.mentions(name, path),
                               called_by_importer=lambda name: self.mentions(name, path, importing=True),
                               named_elsewhere=lambda name: self.mentions(name, path, called=False),

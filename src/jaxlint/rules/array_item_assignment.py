@@ -74,14 +74,15 @@ class ArrayItemAssignment(Rule):
         if owner is None or model.is_ref(name, where.scope):
             return False  # a Pallas `Ref` takes stores: that is how a kernel writes
         if isinstance(owner, FunctionInfo) and owner is where.function and target is not None:
-            if owner.node is not None and _after_failed_at(name, target, owner.node):
-                return False  # `try: x = x.at[i].set(v)` / `except AttributeError: x[i] = v`: NumPy's fallback
             before = owner.bindings(name, before=target)
             if before:  # the binding in force at the store decides, not the parameter's annotation
                 latest = before[-1].assigned
-                return latest is not None and (self._jax_value(latest, owner, where, at=before[-1].target)  # `buf = jnp.asarray(buf)`
-                                               or self._array_arithmetic(latest, owner, before[-1].target, model)
-                                               or self._annotated_array(latest, owner, model))
+                jax_array = latest is not None and (
+                    self._jax_value(latest, owner, where, at=before[-1].target)  # `buf = jnp.asarray(buf)`
+                    or self._array_arithmetic(latest, owner, before[-1].target, model)
+                    or self._annotated_array(latest, owner, model))
+                # (`try: x = x.at[i].set(v)` / `except AttributeError: x[i] = v`: NumPy's fallback)
+                return jax_array and not (owner.node is not None and _after_failed_at(name, target, owner.node))
         if isinstance(owner, FunctionInfo):
             p = owner.param(name)
             if p is not None:

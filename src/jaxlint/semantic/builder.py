@@ -47,9 +47,7 @@ class _Builder:
         self.nojit = False  # inside `with jax.disable_jit():`
         self.counter = 0
         self.top: Optional[int] = None
-        # this module's helpers that only test for a trace (`guard_helper`), by name
-        self.guard_helpers = {stmt.name.value: kind for stmt in model.module.body
-                              if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
+        self.guard_helpers = model.tracer_testing()
 
     def build(self) -> None:
         if cst.Module in self.m._wanted:

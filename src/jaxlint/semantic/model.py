@@ -1128,13 +1128,16 @@ class ModuleModel:
         `bool` (optional, a union or tuple of them, a `Literal`). A kernel's `block_size: int`, a `mode: str`.
         A flag with a `True`/`False` default that the body tests with a Python `if` (`scaled=True`, then
         `if scaled:`) is one too: a traced value there would raise."""
-        declared = {p.name for p in fn.params if p.annotation_expr is not None and not p.star
-                    and self.scalar_annotation(p.annotation_expr, DECLARED_PYTHON)}
-        flags = {p.name for p in fn.params if not p.star and isinstance(p.default, cst.Name)
-                 and p.default.value in ("True", "False")} - declared
-        if flags and isinstance(fn.node, cst.FunctionDef):
-            declared |= flags & _tested_names(fn.node.body)
-        return frozenset(declared)
+        found = fn.__dict__.get("_declared_python")
+        if found is None:
+            declared = {p.name for p in fn.params if p.annotation_expr is not None and not p.star
+                        and self.scalar_annotation(p.annotation_expr, DECLARED_PYTHON)}
+            flags = {p.name for p in fn.params if not p.star and isinstance(p.default, cst.Name)
+                     and p.default.value in ("True", "False")} - declared
+            if flags and isinstance(fn.node, cst.FunctionDef):
+                declared |= flags & _tested_names(fn.node.body)  # (one walk of the body per function)
+            found = fn.__dict__["_declared_python"] = frozenset(declared)
+        return found
 
     def numpy_aliases(self) -> frozenset[str]:
         """Module-level type aliases bound once to a union with a NumPy array in it
@@ -1875,7 +1878,7 @@ class ModuleModel:
         if ref is not None:
             return e.args[0].value.value if _tests_for_tracer(ref.fn) else None
         qual = self.resolve(e.func, scope)
-        if qual is not None and self.project is not None and self.project.tracer_test(qual):
+        if qual is not None and self.project is not None and self.project.guard_helper(qual) in ("tracer", "tracers"):
             return e.args[0].value.value
         return None
 
@@ -2137,9 +2140,14 @@ class ModuleModel:
         return truth
 
     def tracer_testing(self) -> dict[str, str]:
-        """Module-level functions that only test for a trace, by name: what they test (see `guard_helper`)."""
-        return {name: kind for name, fn in self.root.defs.items() if isinstance(fn, FunctionInfo) and not fn.is_method
-                and isinstance(fn.node, cst.FunctionDef) and (kind := guard_helper(fn.node)) is not None}
+        """Module-level functions that only test for a trace, by name: what they test (see `guard_helper`).
+        Read off the module's top-level defs (the builder asks before any scope exists; the project asks after)."""
+        found = self.__dict__.get("_tracer_testing")
+        if found is None:
+            found = self.__dict__["_tracer_testing"] = {
+                stmt.name.value: kind for stmt in self.module.body
+                if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
+        return found
 
     def is_local(self, name: str, scope: Scope) -> bool:
         fn = scope.function_scope()

@@ -113,8 +113,6 @@ class ProjectClasses:
     static_return: "Callable[[str], bool]" = lambda qualname: False
     # Whether a function of another project file is annotated to return a Python container (`-> list`).
     container_return: "Callable[[str], bool]" = lambda qualname: False
-    # Whether a function of another project file only returns `isinstance(arg, jax.core.Tracer)`.
-    tracer_test: "Callable[[str], bool]" = lambda qualname: False
     # What a function of another project file tests when it only tests for a trace (see `guard_helper`):
     # "tracer" / "tracers" (its argument is a tracer), "tracing" (a transform is running), else None.
     guard_helper: "Callable[[str], Optional[str]]" = lambda qualname: None
