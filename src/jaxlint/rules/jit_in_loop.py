@@ -285,6 +285,54 @@ def _python_item(expr: cst.BaseExpression, loop: LoopInfo) -> bool:
         and from_item(expr, loop)
 
 
+def _constructed(value: Optional[cst.BaseExpression], where: Where, scope: Scope) -> bool:
+    """`diffrax.Kvaerno5(...)`, `LogWrapper(env)`: a call of a class (a capitalised name) that is not of
+    JAX or NumPy: an object with behaviour, not an array."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted(value.func) or ""
+    if not name.rsplit(".", 1)[-1][:1].isupper():
+        return False
+    q = where.model.resolve(value.func, scope) or name
+    return not q.startswith(("jax.", "numpy.", "jaxlib.", "builtins."))
+
+
+def _literal_elements(it: cst.BaseExpression, where: Where, scope: Scope) -> Optional[list[cst.BaseExpression]]:
+    """The elements of a list or tuple display iterated by a loop, itself or through a name bound once."""
+    if isinstance(it, cst.Name):
+        owner = where.model.owner_of(it.value, scope)
+        values = owner.assigned.get(it.value, []) if owner is not None else []
+        it = values[0] if len(values) == 1 and values[0] is not None else it
+    if isinstance(it, (cst.List, cst.Tuple)) and it.elements \
+            and not any(isinstance(e, cst.StarredElement) for e in it.elements):
+        return [e.value for e in it.elements]
+    return None
+
+
+def _per_pass_objects(loop: LoopInfo, where: Where, scope: Scope) -> frozenset[str]:
+    """Names a loop binds, on each pass, to a different object built by a class (`env = LogWrapper(make(name))`,
+    or the item of `for label, solver in [("a", Tsit5()), ("b", Kvaerno5())]`): a jitted function that
+    captures one is a different program on each pass, which no hoisting would share (such an object is
+    no array that could be passed as an argument)."""
+    model = where.model
+    out = {name for name, values in loop.bound.items()
+           if values and all(_constructed(v, where, scope) for v in values)
+           and not all(v is not None and loop_invariant(v, loop, model, scope) for v in values)}
+    if isinstance(loop.node, cst.For):
+        target = loop.node.target
+        elements = _literal_elements(loop.node.iter, where, scope)
+        if elements is not None and len(elements) > 1:
+            if isinstance(target, cst.Name) and all(_constructed(e, where, scope) for e in elements):
+                out.add(target.value)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                for i, el in enumerate(target.elements):
+                    if isinstance(el.value, cst.Name) and all(
+                            isinstance(e, (cst.Tuple, cst.List)) and len(e.elements) > i
+                            and _constructed(e.elements[i].value, where, scope) for e in elements):
+                        out.add(el.value.value)
+    return frozenset(out)
+
+
 def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
     """The parameters of `outer` that its nested def `fn` reads: itself, through the names `outer` binds
     from them (`n2 = 2 * n`), or through the other defs of `outer` it calls."""
@@ -621,7 +669,11 @@ class JitInLoop(Rule):
     project file) is a different program for each item: a tuning sweep over block sizes is not flagged.
     Nor is a script loop that rebinds module globals (`config, env = make(name)`) which the jitted function
     reads, itself or through the module's functions it calls: each pass is a different program, and a
-    jit hoisted out of the loop would keep the first pass's values.
+    jit hoisted out of the loop would keep the first pass's values. Nor is a jitted function that captures
+    an object each pass builds anew from a class (`for label, solver in [("a", dfx.Tsit5()), ("b",
+    dfx.Kvaerno5(...))]`, or `env = LogWrapper(Env(name))` handed to the function that jits a rollout): it
+    is a different program on each pass, and the object is no array that could be passed instead. A
+    captured number or array still is flagged: it could be an argument.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -934,6 +986,8 @@ class JitInLoop(Rule):
             return  # filter_jit caches on the wrapper's structure: an equal wrapper is a cache hit
         if _kept_by_object(node, loop, where) or _built_once(node, loop, where):
             return
+        if _free_names(first.value, None) & _per_pass_objects(loop, where, where.scope):
+            return  # it captures the pass's own solver or environment: one program per pass, by need
         if not self._captures_varying(first.value, where, loop) and (
                 _kept_in_table(node, loop) or any(_kept_in_table(cst.Name(n), loop) for n in _assigned_names(node, loop))):
             return  # a table of jitted functions built in a setup loop: each entry is kept, compiled once, reused
@@ -978,8 +1032,10 @@ class JitInLoop(Rule):
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn
             filled = (_filled(fn, 0, call.args) or {}) if static or closed else {}
+            objects = _per_pass_objects(loop, where, scope) if closed else frozenset()
             if hit and not _sweep_call(call, loop, where) and not any(
                     p in static and from_item(a.value, loop) or p in closed and _python_item(a.value, loop)
+                    or p in closed and isinstance(a.value, cst.Name) and a.value.value in objects
                     for p, a in filled.items()):
                 caller = scope.function_scope()
                 return f"`{caller.qualname}`" if caller is not None else "the module"
@@ -1054,7 +1110,8 @@ class JitInLoop(Rule):
                                or _used_only_in_traces(fn.name, fn, where)
                                or self._static_from_item(fn, loop, where)
                                or _kept_in_table(cst.Name(fn.name), loop)
-                               and not self._captures_varying(cst.Name(fn.name), where, loop)) \
+                               and not self._captures_varying(cst.Name(fn.name), where, loop)
+                               or bool(_free_names(fn.node, fn) & _per_pass_objects(loop, where, where.scope))) \
                 or self._clears_caches(loop, where):
             return  # it closes over a callable the loop builds anew (or the loop clears JAX's caches): each pass compiles
         self.report(

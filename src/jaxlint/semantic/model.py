@@ -1598,15 +1598,14 @@ class ModuleModel:
                 site.staged, site.cached, site.transforms = False, False, {"helper"}
             Values(self, site).solve()
             inner = Values(self, site)
-            tuples = [x for x in exprs if isinstance(x, cst.Tuple)
-                      and not any(isinstance(el, cst.StarredElement) for el in x.elements)]
+            tuples = [items for items in (_tuple_items(x, helper, self) for x in exprs) if items is not None]
             if exprs and len(tuples) == len(exprs):
                 # (tuples of several lengths, `return x, c, n, extra` in one arm and `return x, c, n` in the
                 # other: element i of any that has one; a caller unpacking n names gets an n-tuple)
-                flags = [False] * max(len(x.elements) for x in tuples)
-                for x in tuples:
-                    for i, el in enumerate(x.elements):
-                        flags[i] = flags[i] or inner.traced(el.value)
+                flags = [False] * max(len(items) for items in tuples)
+                for items in tuples:
+                    for i, el in enumerate(items):
+                        flags[i] = flags[i] or inner.traced(el)
                 out: Optional[list[bool]] = flags
             else:
                 out = [any(inner.traced(x) for x in exprs)]
@@ -2571,4 +2570,38 @@ def _tested_names(body: cst.CSTNode) -> set[str]:
             if isinstance(test, cst.Name):
                 out.add(test.value)
         stack.extend(iter_children(n))
+    return out
+
+
+# Calls that return one array per positional argument (`jnp.broadcast_arrays(a, b, c)` gives three).
+_ONE_PER_ARGUMENT = frozenset({"jax.numpy.broadcast_arrays", "jax.numpy.meshgrid", "jax.numpy.atleast_1d",
+                               "jax.numpy.atleast_2d", "jax.numpy.atleast_3d", "numpy.broadcast_arrays",
+                               "numpy.meshgrid"})
+
+
+def _tuple_items(expr: cst.BaseExpression, fn: "FunctionInfo", m: "ModuleModel"
+                 ) -> Optional[list[cst.BaseExpression]]:
+    """The elements of a returned tuple, position by position: a starred element of known length (a name
+    bound once to a tuple or list display, or to `jnp.broadcast_arrays(a, b, c)`) stands for that many
+    elements of its own value (`return (*broadcast, is_scalar)`). None for no tuple, or a starred element
+    of unknown length."""
+    if not isinstance(expr, cst.Tuple):
+        return None
+    out: list[cst.BaseExpression] = []
+    for el in expr.elements:
+        if not isinstance(el, cst.StarredElement):
+            out.append(el.value)
+            continue
+        value = el.value
+        if isinstance(value, cst.Name):
+            bound = fn.assigned.get(value.value, [])
+            value = bound[0] if len(bound) == 1 and bound[0] is not None else value
+        if isinstance(value, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+            n = len(value.elements)
+        elif isinstance(value, cst.Call) and m.resolve(value.func, fn) in _ONE_PER_ARGUMENT \
+                and len(value.args) > 1 and all(a.keyword is None and not a.star for a in value.args):
+            n = len(value.args)
+        else:
+            return None
+        out.extend([el.value] * n)
     return out

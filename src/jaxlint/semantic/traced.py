@@ -883,7 +883,7 @@ def _partial_bound_traced(m: ModuleModel, fexpr: cst.BaseExpression, fn: Functio
     values = Values(m, site_fn)
     given = _filled(fn, offset, [a for a in fexpr.args[1:] if not a.star]) or {}
     for name, a in given.items():
-        if fn.param(name) is not None and values.traced(a.value):
+        if fn.param(name) is not None and values.traced_at(a.value, fexpr):
             out.add(name)
             if values.is_pytree(a.value):
                 trees.add(name)

@@ -325,6 +325,19 @@ class Values:
         # says it is an array leaf (`self.weight` of an equinox Module, `self.w.value` in nnx).
         return self.m.frameworks.attribute_traced(self, e)
 
+    def traced_at(self, e: cst.BaseExpression, call: cst.Call) -> bool:
+        """Whether `e`, read in the arguments of `call`, is traced there: a name sees only the bindings
+        made before that call (`n = shard(partial(check, n))(x)` reads the `n` given, not the result)."""
+        order = self.m.call_order.get(id(call))
+        if order is None:
+            return self.traced(e)
+        saved = self._use_order, self._use_arms, self._use_loop
+        self._use_order, self._use_arms, self._use_loop = order, (), self.m.call_loops.get(id(call))
+        try:
+            return self.traced(e)
+        finally:
+            self._use_order, self._use_arms, self._use_loop = saved
+
     def traced(self, e: cst.BaseExpression) -> bool:  # noqa: C901 - one dispatch on node type
         if type(e) in _NEVER_TRACED:
             return False  # (before the `isinstance` chain, each failed test of which is slow on libcst's nodes)
