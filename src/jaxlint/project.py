@@ -500,6 +500,8 @@ class ProjectIndex:
                               loop_calls_elsewhere=lambda name: self.calls_in_loops(name, path),
                               attribute_elsewhere=lambda name: self.reads_attribute(name, path),
                               static_method=self.static_method, host_decorator=returns("host"),
+                              defined_elsewhere=lambda name: any(
+                                  os.path.abspath(q) != os.path.abspath(path) for q in self._def_index().get(name, ([], 0))[0]),
                               static_elements=summary(self._element_fns), guard_helper=summary(self._tracer_fns),
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),

@@ -333,6 +333,13 @@ def _per_pass_objects(loop: LoopInfo, where: Where, scope: Scope) -> frozenset[s
     return frozenset(out)
 
 
+def _on_own_instance(func: cst.Attribute, fn: FunctionInfo, scope: Scope, where: Where) -> bool:
+    """`self.step(...)` in a method of `fn`'s class, `trainer.step(...)` with `trainer: Trainer` or
+    `trainer = Trainer(...)`: the code says the receiver is an instance of the method's class."""
+    caller = scope.function_scope()
+    return caller is not None and fn.cls is not None and where.model.class_of(func.value, caller) is fn.cls
+
+
 def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
     """The parameters of `outer` that its nested def `fn` reads: itself, through the names `outer` binds
     from them (`n2 = 2 * n`), or through the other defs of `outer` it calls."""
@@ -1027,7 +1034,11 @@ class JitInLoop(Rule):
                 continue
             func = call.func
             if by_attribute:
-                hit = isinstance(func, cst.Attribute) and func.attr.value == fn.name
+                # `self.train(...)` in a method of the class runs this method; `vtr.train(...)`, the receiver's
+                # class unknown, runs it only if no other project file defines a `train`
+                hit = isinstance(func, cst.Attribute) and func.attr.value == fn.name and (
+                    _on_own_instance(func, fn, scope, where) or model.project is None
+                    or not model.project.defined_elsewhere(fn.name))
             else:
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn

@@ -48,6 +48,9 @@ _NUMPY_ARRAYS = frozenset({"numpy.ndarray", "numpy.typing.NDArray", "numpy.typin
 # Packages whose classes jaxlint knows (what is a pytree, a model module, a plain object).
 # Library array annotations that admit NumPy arrays as well as JAX ones.
 _LIBRARY_NUMPY_ALIASES = frozenset({"chex.Array", "chex.ArrayNumpy", "jax.typing.ArrayLike"})
+# jaxtyping's dtype annotations, subscripted with the array type first (`Float[Array, "n"]`).
+_DTYPE_ANNOTATIONS = frozenset({"Float", "Int", "Bool", "Shaped", "Num", "Real", "Key", "UInt", "Complex", "Inexact",
+                                "Integer", "Float32", "Float64", "Int32", "Int64"})
 _KNOWN_PACKAGES = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "haiku", "optax", "chex"})
 
 
@@ -1160,13 +1163,16 @@ class ModuleModel:
         """Whether an annotation names a type alias (of this module or another project file) admitting a
         NumPy array: what it annotates may be a mutable NumPy array, not only a JAX one."""
         ann = plain_annotation(ann)
+        if isinstance(ann, cst.Subscript) and (dotted(ann.value) or "").rpartition(".")[2] in _DTYPE_ANNOTATIONS \
+                and ann.slice and isinstance(ann.slice[0].slice, cst.Index):
+            ann = ann.slice[0].slice.value  # jaxtyping's `Float[np.ndarray, "n 3"]`: the array type is the first
         if not isinstance(ann, (cst.Name, cst.Attribute)):
             return False
         if isinstance(ann, cst.Name) and self.owner_of(ann.value, scope) is self.root and ann.value in self.root.assigned:
             return ann.value in self.numpy_aliases()
         qual = self.resolve(ann, scope)
-        if qual in _LIBRARY_NUMPY_ALIASES:
-            return True  # `chex.Array` is a union with `np.ndarray` in it
+        if qual in _LIBRARY_NUMPY_ALIASES or qual in _NUMPY_ARRAYS:
+            return True  # `chex.Array` is a union with `np.ndarray` in it; `np.ndarray` is NumPy's own
         return qual is not None and self.project is not None and self.project.numpy_alias(qual)
 
     def python_parameters(self) -> dict[str, tuple[tuple[str, Optional[int]], ...]]:

@@ -135,6 +135,9 @@ class ProjectClasses:
     # Whether every method of this name that the project's files define returns only Python values
     # (`transform.get_batch_axes()` returning `self.parameters().shape[:-1]`, the receiver's class unknown).
     static_method: "Callable[[str], bool]" = lambda name: False
+    # Whether another given file of the project defines a function or method of this name (so that
+    # `obj.train(...)`, the receiver's class unknown, may run either).
+    defined_elsewhere: "Callable[[str], bool]" = lambda name: False
     # Whether the project's files define properties of this name, each returning only Python values, and
     # store no attribute of that name (`batch.rollout.num_action_tokens` with `rollout` of unknown class).
     static_property: "Callable[[str], bool]" = lambda name: False
