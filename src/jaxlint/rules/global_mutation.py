@@ -201,6 +201,85 @@ def _read_later(stmts: list[cst.CSTNode], body: cst.CSTNode, name: str) -> bool:
     return False
 
 
+def _reads_back(fn: FunctionInfo, target: cst.BaseExpression, write: cst.CSTNode) -> bool:
+    """Whether `fn` reads the whole written target before or while writing it (`state.I = state.I * w`): it
+    feeds on what an earlier run left there, a tracer once a trace has run."""
+    text = code_of(target)
+    prefixes: set[int] = set()  # `state.I` in `state.I.shape`: a part of it read, not the value written
+
+    def whole(n: cst.CSTNode) -> bool:
+        if isinstance(n, (cst.Attribute, cst.Subscript)):
+            prefixes.add(id(n.value))
+        return type(n) is type(target) and n is not target and id(n) not in prefixes and code_of(n) == text
+
+    for n in descendants(fn.node):
+        if n is write:
+            return any(whole(m) for m in descendants(n))  # (the written value reading the target)
+        if whole(n):
+            return True
+    return False
+
+
+def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Where) -> bool:
+    """Whether an object that the function `owner` makes for itself (`readout = Readout(n)`, `batch =
+    next(loader)`) and that its nested def `fn` writes under a transform dies with that call of `owner`
+    without being read again: `fn` is only called or handed to a transform that is called at once
+    (`jax.grad(loss_fn)(w)`, `jax.eval_shape(init_fn, rng)`), never returned or stored; `owner` only reads
+    the object's attributes and items (never hands the object itself on), and mentions it nowhere after the
+    last statement running `fn`. The tracer left on it is then never seen."""
+    if fn.parent is not owner or not isinstance(owner.node, cst.FunctionDef) or not isinstance(fn.node, cst.FunctionDef) \
+            or owner.param(name) is not None or name in owner.declared_global or name in owner.declared_nonlocal:
+        return False
+    values = owner.assigned.get(name, [])
+    if not values or not all(isinstance(v, cst.Call) for v in values):
+        return False  # (an object it was given, or an alias of one, may be read elsewhere)
+    if any(f is not fn and f.node is not None and _mentions(f.node, name) for f in owner.defs.values()):
+        return False  # another nested def reading it may run later
+    model = where.model
+    parents: dict[int, cst.CSTNode] = {}
+    last: Optional[cst.CSTNode] = None  # the last statement of `owner` running `fn`
+    stmt: Optional[cst.CSTNode] = None
+    stack: list[tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(c, None) for c in iter_children(owner.node.body)]
+    while stack:
+        n, stmt = stack.pop()
+        if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            stmt = n
+        if n is fn.node:
+            continue
+        for c in iter_children(n):
+            parents[id(c)] = n
+            stack.append((c, stmt))
+        if not isinstance(n, cst.Name):
+            continue
+        parent = parents.get(id(n))
+        if n.value == fn.name:
+            if isinstance(parent, cst.Call) and parent.func is n:
+                pass
+            elif isinstance(parent, cst.Arg) and isinstance(parents.get(id(parent)), cst.Call):
+                call = parents[id(parent)]
+                q = model.resolve(call.func, owner) or ""
+                applied = parents.get(id(call))
+                if not (q in model.transforms and isinstance(applied, cst.Call) and applied.func is call
+                        or q in LAX_BODIES or q == "jax.eval_shape"):
+                    return False
+            else:
+                return False  # returned, stored or handed on: it may run after `owner` returns
+            if stmt is not None and (last is None or _after(stmt, last, owner.node)):
+                last = stmt
+        elif n.value == name and not (isinstance(parent, (cst.Attribute, cst.Subscript)) and parent.value is n
+                                      or isinstance(parent, cst.AssignTarget)):
+            return False  # the object itself handed on or aliased
+    if last is None or not isinstance(last, cst.SimpleStatementLine):
+        return False
+    return not _mentioned_after(_block(owner.node.body), last, name)
+
+
+def _after(a: cst.CSTNode, b: cst.CSTNode, root: cst.CSTNode) -> bool:
+    """Whether statement `a` comes after statement `b` in source order under `root`."""
+    order = [n for n in descendants(root) if n is a or n is b]
+    return len(order) == 2 and order[1] is a
+
+
 # Bodies JAX traces once for each call of the function handing them over (a loop or branch primitive).
 _ONCE_PER_CALL = frozenset({name for name, _slots in LAX_BODIES.values()})
 
@@ -277,7 +356,11 @@ class GlobalMutation(Rule):
     to a call of a class of the same module (`obj = Recorder()`); an instance from a parameter or another
     file is not. A method that traced code only calls on objects it builds itself (`sim = Sim(state);
     sim.advance(dt)` inside the jitted step, and the methods those call on `self`) writes an object of
-    that trace only, and is not flagged.
+    that trace only, and is not flagged. Nor is a write, in a def that a function only runs through a
+    transform called at once (`jax.grad(loss)(w)`), onto an object that function made for itself
+    (`readout = Readout(n)`) when it never hands the object on and never mentions it after that
+    statement: the tracer dies with the call. A def that reads back the value it writes
+    (`state.scale = state.scale * w`) is still flagged.
 
     ## References
     - https://docs.jax.dev/en/latest/stateful-computations.html
@@ -541,6 +624,10 @@ class GlobalMutation(Rule):
             return
         if isinstance(target, cst.Attribute) and isinstance(owner, ClassInfo):
             return
+        writer = where.scope.function_scope()
+        if isinstance(owner, FunctionInfo) and writer is not None and not _reads_back(writer, target, node) \
+                and _dies_with_owner(root.value, owner, writer, where):
+            return  # an object of one call of `owner`, never read after the transform has run
         if isinstance(target, cst.Attribute) and (idempotent or self._restore(target, values, fn)
                                                   or self._restored_later(target, node, fn, where)):
             return  # `saved = m.signals; m.signals = traced; ...; m.signals = saved`: put back before returning
