@@ -383,6 +383,22 @@ class _Builder:
         elif isinstance(expr, cst.Call) and dotted(expr.func) == "bool" and len(expr.args) == 1:
             self._mark_test(expr.args[0].value)
 
+    @staticmethod
+    def _entry_values(tests: frozenset[str], unbound: frozenset[str]) -> frozenset[str]:
+        """`given:x` for a parameter `x` nothing had rebound when the test ran (`unbound`): the test reads
+        the value the caller gave, so `given@:x` says so too (a rebinding in the other arm, `x = default`,
+        does not change what was given)."""
+        entry = {f"given@:{g[6:]}" for g in tests if g.startswith("given:") and g[6:] in unbound}
+        return tests | entry if entry else tests
+
+    @staticmethod
+    def _unbound_params(scope: Scope, loop: Optional[LoopInfo]) -> frozenset[str]:
+        """The parameters of the function that nothing has bound again so far (outside loops: a later
+        pass may have rebound them)."""
+        if loop is not None or not isinstance(scope, FunctionInfo):
+            return frozenset()
+        return frozenset(p.name for p in scope.params if not scope.bind_order.get(p.name))
+
     def on_if(self, node: cst.If, scope: Scope, loop: Optional[LoopInfo]) -> None:
         if isinstance(node.orelse, cst.If):
             self.m.elif_nodes.add(id(node.orelse))
@@ -390,7 +406,9 @@ class _Builder:
         self.walk(node.test, scope, loop)
         self.m.if_tests[id(node)] = (node.test, scope)
         saved = self.guards
-        self.guards = saved | _scalar_guard_names(node.test) | arm_tests(node.test, True) | instance_guards(node.test) \
+        unbound = self._unbound_params(scope, loop)
+        self.guards = saved | _scalar_guard_names(node.test) | self._entry_values(arm_tests(node.test, True), unbound) \
+            | instance_guards(node.test) \
             | _not_jax_array(node.test, True) | self._helper_tests(node.test, True, scope)
         if _disable_jit_test(node.test):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
@@ -405,7 +423,8 @@ class _Builder:
         self.guards = saved
         if node.orelse is not None:
             # `if isinstance(x, jnp.ndarray): … else: …`: in the else arm `x` is not a tracer
-            self.guards = saved | arm_tests(node.test, False) | _array_test(node.test) | _not_tracer(node.test) \
+            self.guards = saved | self._entry_values(arm_tests(node.test, False), unbound) \
+                | _array_test(node.test) | _not_tracer(node.test) \
                 | _not_jax_array(node.test, False) | self._helper_tests(node.test, False, scope) | (
                 {"never:"} if known is True else frozenset()) | {f"unless:{id(node)}"}
             self.branches = branches + ((id(node), False),) + tuple(

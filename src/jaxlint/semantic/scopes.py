@@ -233,6 +233,8 @@ class FunctionInfo(Scope):
     # Parameters defaulting to None that every traced call site leaves out or passes None (None until a
     # site is seen; a site whose arguments are not known leaves none).
     left_none: Optional[set[str]] = None
+    # The same, site by site: what each traced call site leaves None (`left_none` is their intersection).
+    left_none_sites: list[frozenset[str]] = field(default_factory=list)
     # Traced call sites whose arguments are known, by call: (caller, offset, partial-bound names, args).
     flag_sites: dict[int, tuple] = field(default_factory=dict)
     # Traced from somewhere whose arguments are not known here (a transform, a control-flow body).
@@ -455,9 +457,9 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
                 # equal to a string: the comparison falls back to identity, a Python False)
                 return True
             continue
-        if g.startswith("given:"):
-            name = g[6:]
-            if fn.left_none is not None and name in fn.left_none and name not in fn.assigned:
+        if g.startswith(("given:", "given@:")):
+            entry, _, name = g.partition(":")
+            if fn.left_none is not None and name in fn.left_none and (entry == "given@" or name not in fn.assigned):
                 return True  # `if radius is not None:` where no traced caller gives a radius
             continue
         if not g.startswith("none:"):
@@ -467,7 +469,12 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
             return True
         if name not in fn.local_names and _closure_not_none(fn, name):
             return True
-    return False
+    # `if rt0 is None: ... elif major is not None and float(major) != rt0:` where each traced caller
+    # leaves one of the two None (one gives `rt0`, another `major`): no call takes the branch
+    given = {g.partition(":")[2] for g in guards if g.startswith("given@:")} | {
+        g[6:] for g in guards if g.startswith("given:") and g[6:] not in fn.assigned}
+    return len(given) > 1 and fn.left_none is not None and bool(fn.left_none_sites) \
+        and all(site & given for site in fn.left_none_sites)
 
 
 def _always_traced_local(fn: FunctionInfo, name: str) -> bool:

@@ -1016,6 +1016,7 @@ def _given_by(fn: FunctionInfo, args: tuple[ArgInfo, ...]) -> set[str]:
 
 def _note_left_none(fn: FunctionInfo, names: set[str]) -> None:
     fn.left_none = set(names) if fn.left_none is None else fn.left_none & names
+    fn.left_none_sites.append(frozenset(names))
 
 
 def _left_none(fn: FunctionInfo, offset: int, bound: frozenset[str], args) -> set[str]:
