@@ -1,7 +1,7 @@
 """global-mutation: traced code writing state that outlives the trace."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -236,36 +236,19 @@ def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Wh
     if any(f is not fn and f.node is not None and _mentions(f.node, name) for f in owner.defs.values()):
         return False  # another nested def reading it may run later
     model = where.model
-    parents: dict[int, cst.CSTNode] = {}
     last: Optional[cst.CSTNode] = None  # the last statement of `owner` running `fn`
-    stmt: Optional[cst.CSTNode] = None
-    stack: list[tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(c, None) for c in iter_children(owner.node.body)]
-    while stack:
-        n, stmt = stack.pop()
-        if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            stmt = n
-        if n is fn.node:
-            continue
-        for c in iter_children(n):
-            parents[id(c)] = n
-            stack.append((c, stmt))
-        if not isinstance(n, cst.Name):
-            continue
-        parent = parents.get(id(n))
+    for n, up, stmt in _names_in_order(owner.node.body, fn.node):
+        parent = up[0]
         if n.value == fn.name:
-            if isinstance(parent, cst.Call) and parent.func is n:
-                pass
-            elif isinstance(parent, cst.Arg) and isinstance(parents.get(id(parent)), cst.Call):
-                call = parents[id(parent)]
+            if isinstance(parent, cst.Arg) and isinstance(up[1], cst.Call):
+                call, applied = up[1], up[2]
                 q = model.resolve(call.func, owner) or ""
-                applied = parents.get(id(call))
                 if not (q in model.transforms and isinstance(applied, cst.Call) and applied.func is call
                         or q in LAX_BODIES or q == "jax.eval_shape"):
                     return False
-            else:
+            elif not (isinstance(parent, cst.Call) and parent.func is n):
                 return False  # returned, stored or handed on: it may run after `owner` returns
-            if stmt is not None and (last is None or _after(stmt, last, owner.node)):
-                last = stmt
+            last = stmt
         elif n.value == name and not (isinstance(parent, (cst.Attribute, cst.Subscript)) and parent.value is n
                                       or isinstance(parent, cst.AssignTarget)):
             return False  # the object itself handed on or aliased
@@ -274,10 +257,22 @@ def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Wh
     return not _mentioned_after(_block(owner.node.body), last, name)
 
 
-def _after(a: cst.CSTNode, b: cst.CSTNode, root: cst.CSTNode) -> bool:
-    """Whether statement `a` comes after statement `b` in source order under `root`."""
-    order = [n for n in descendants(root) if n is a or n is b]
-    return len(order) == 2 and order[1] is a
+def _names_in_order(body: cst.CSTNode, skip: cst.CSTNode
+                    ) -> Iterator[tuple[cst.Name, tuple[Optional[cst.CSTNode], ...], Optional[cst.CSTNode]]]:
+    """The names under `body` in source order (not under `skip`), each with its three nearest ancestors
+    (nearest first) and the statement holding it."""
+    stack: list[tuple[cst.CSTNode, tuple[Optional[cst.CSTNode], ...], Optional[cst.CSTNode]]] = [
+        (body, (None, None, None), None)]
+    while stack:
+        n, up, stmt = stack.pop()
+        if n is skip:
+            continue
+        if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            stmt = n
+        if isinstance(n, cst.Name):
+            yield n, up, stmt
+            continue
+        stack.extend((c, (n, up[0], up[1]), stmt) for c in reversed(list(iter_children(n))))
 
 
 # Bodies JAX traces once for each call of the function handing them over (a loop or branch primitive).

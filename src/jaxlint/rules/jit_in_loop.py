@@ -1042,12 +1042,13 @@ class JitInLoop(Rule):
             else:
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn
+            if not hit or _sweep_call(call, loop, where):
+                continue
             filled = (_filled(fn, 0, call.args) or {}) if static or closed else {}
             objects = _per_pass_objects(loop, where, scope) if closed else frozenset()
-            if hit and not _sweep_call(call, loop, where) and not any(
-                    p in static and from_item(a.value, loop) or p in closed and _python_item(a.value, loop)
-                    or p in closed and isinstance(a.value, cst.Name) and a.value.value in objects
-                    for p, a in filled.items()):
+            if not any(p in static and from_item(a.value, loop) or p in closed and _python_item(a.value, loop)
+                       or p in closed and isinstance(a.value, cst.Name) and a.value.value in objects
+                       for p, a in filled.items()):
                 caller = scope.function_scope()
                 return f"`{caller.qualname}`" if caller is not None else "the module"
         return None
