@@ -113,7 +113,9 @@ class StaleGlobal(Rule):
     again makes it a setter like any other. A module name bound only to a placeholder (`None`, an empty
     array or container) and filled by a loader that takes no arguments, called only outside loops
     (`load_tables()` in the setup code), is initialised, not rebound: before the loader runs it holds
-    nothing a trace could compute with, and each run of the loader loads the same.
+    nothing a trace could compute with, and each run of the loader loads the same. A module flag that
+    switches jit off (a function of the module returns its argument unjitted when the flag is set, and
+    `jax.jit` of it otherwise) is a debugging mode, not state: with it set nothing is cached.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -152,6 +154,10 @@ class StaleGlobal(Rule):
                 continue
             if n in candidates and n not in seen and n not in local and _once_guard(node, n):
                 seen.add(n)  # `if _REGISTERED: return` in a procedure: it decides host-side work only
+                continue
+            if n in candidates and n not in seen and n not in local and n in model.jit_switches() \
+                    and model.owner_of(n, where.scope) is model.root:
+                seen.add(n)  # a switch that turns jit off: with it set nothing is cached, so no trace is stale
                 continue
             if n in candidates and n not in seen and n not in local and _passed_only_unused(n, node, fn, model):
                 seen.add(n)  # `render(rays, rng)` where `render` never reads `rng`: the value changes nothing

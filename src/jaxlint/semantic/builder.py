@@ -410,7 +410,8 @@ class _Builder:
         self.guards = saved | _scalar_guard_names(node.test) | self._entry_values(arm_tests(node.test, True), unbound) \
             | instance_guards(node.test) \
             | _not_jax_array(node.test, True) | self._helper_tests(node.test, True, scope)
-        if _disable_jit_test(node.test):
+        if _disable_jit_test(node.test) or isinstance(node.test, cst.Name) and scope is not self.m.root \
+                and node.test.value in self.m.jit_switches() and not self.m.is_local(node.test.value, scope):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
         known = self._module_test(node.test, scope)
         if known is False:

@@ -2154,6 +2154,27 @@ class ModuleModel:
                 if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
         return found
 
+    def jit_switches(self) -> frozenset[str]:
+        """Module globals that switch jit off: a module-level function returns its function argument as it
+        is when the flag is set and jitted otherwise (`if _NO_JIT: return fn` / `return jax.jit(fn)`, or the
+        reverse under `not`). A branch on such a flag runs only with jit off, on concrete values (see the
+        `eager:` guard), and a trace that read it saw the mode the code meant (a debugging switch)."""
+        found = self.__dict__.get("_jit_switches")
+        if found is None:
+            found = self.__dict__["_jit_switches"] = frozenset(
+                flag for stmt in self.module.body if isinstance(stmt, cst.FunctionDef)
+                for flag in [_jit_switch(stmt)] if flag is not None
+                and self.module_global_flag(flag))
+        return found
+
+    def module_global_flag(self, name: str) -> bool:
+        """A name bound at module level to `True` or `False` (and nowhere else at module level otherwise)."""
+        values = [st.value for stmt in self.module.body if isinstance(stmt, cst.SimpleStatementLine)
+                  for st in stmt.body if isinstance(st, (cst.Assign, cst.AnnAssign))
+                  and any(isinstance(t, cst.Name) and t.value == name
+                          for t in ([tt.target for tt in st.targets] if isinstance(st, cst.Assign) else [st.target]))]
+        return bool(values) and all(isinstance(v, cst.Name) and v.value in ("True", "False") for v in values)
+
     def is_local(self, name: str, scope: Scope) -> bool:
         fn = scope.function_scope()
         return fn is not None and name in fn.local_names
@@ -2611,3 +2632,37 @@ def _tuple_items(expr: cst.BaseExpression, fn: "FunctionInfo", m: "ModuleModel"
             return None
         out.extend([el.value] * n)
     return out
+
+
+def _jit_switch(fn: cst.FunctionDef) -> Optional[str]:
+    """The flag a function tests to return its function parameter unjitted (`if FLAG: return fn`) and
+    jitted otherwise (`else: return jit(fn, ...)`), or the reverse under `not FLAG`; else None."""
+    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+    params = {p.name.value for p in fn.params.params}
+    if len(body) != 1 or not isinstance(body[0], cst.If) or not isinstance(body[0].orelse, cst.Else):
+        return None
+    node = body[0]
+    test, negated = node.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, True
+    if not isinstance(test, cst.Name):
+        return None
+
+    def returned(block: cst.BaseSuite) -> Optional[cst.BaseExpression]:
+        stmts = block.body if isinstance(block, cst.IndentedBlock) else []
+        if len(stmts) == 1 and isinstance(stmts[0], cst.SimpleStatementLine) and len(stmts[0].body) == 1 \
+                and isinstance(stmts[0].body[0], cst.Return):
+            return stmts[0].body[0].value
+        return None
+
+    def plain(e: Optional[cst.BaseExpression]) -> bool:
+        return isinstance(e, cst.Name) and e.value in params
+
+    def jitted(e: Optional[cst.BaseExpression]) -> bool:
+        return isinstance(e, cst.Call) and (dotted(e.func) or "").rpartition(".")[2] in ("jit", "pjit") \
+            and bool(e.args) and plain(e.args[0].value)
+
+    off, on = returned(node.body), returned(node.orelse.body)
+    if negated:
+        off, on = on, off
+    return test.value if plain(off) and jitted(on) else None
