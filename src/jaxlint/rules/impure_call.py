@@ -53,6 +53,8 @@ class ImpureCall(Rule):
     running traced reads (`if verbose: log(t1 - t0)` with every traced caller leaving `verbose` off) bakes
     nothing in and is not flagged, nor is one only printed by a function that announces its compilation
     (`print(f"compiling {f.__name__}")`, then the seconds it took): it times the compilation on purpose.
+    A fresh identifier turned into a string (`str(uuid.uuid4())`, `uuid.uuid4().hex`) names the trace's
+    own Python objects (a graph node, a scope) and never becomes array data: it is not flagged.
     Settings read from the environment (`os.environ`, `os.getenv`) are not flagged: they are fixed for
     the process by convention, and code reads them while tracing on purpose (a kernel's interpret mode,
     a debug switch); a setting changed between two calls of a compiled function would go unnoticed.
@@ -77,6 +79,10 @@ class ImpureCall(Rule):
             subject={"callee": callee},
         )
 
+    def visit_Attribute(self, node: cst.Attribute, where: Where) -> None:
+        if node.attr.value in ("hex", "urn") and isinstance(node.value, cst.Call):
+            self.__dict__.setdefault("_names", set()).add(id(node.value))  # `uuid4().hex`: a name
+
     def visit_Call(self, node: cst.Call, where: Where) -> None:
         fn = where.traced
         if fn is None or not fn.cached:
@@ -84,6 +90,10 @@ class ImpureCall(Rule):
         qual = where.resolve(node.func)
         if qual is None:
             return
+        if qual == "builtins.str" and len(node.args) == 1 and isinstance(node.args[0].value, cst.Call):
+            self.__dict__.setdefault("_names", set()).add(id(node.args[0].value))  # `str(uuid4())`: a name
+        if qual in _IDENTIFIERS and id(node) in self.__dict__.get("_names", ()):
+            return  # a fresh identifier for the trace's own Python objects (a graph node, a scope): no data
         if qual in _SEEDING:
             return  # it returns nothing to bake in: the draws after it (flagged themselves) do
         if qual in _GENERATORS and node.args and not (node.args[0].keyword is None and _is_const(node.args[0].value, "None")):
@@ -97,6 +107,9 @@ class ImpureCall(Rule):
             self._flag(node, f"`{shown}()`", where, qual)
 
 
+
+# Calls that make a fresh identifier: made into a string, it names Python objects, never array data.
+_IDENTIFIERS = frozenset({"uuid.uuid1", "uuid.uuid4"})
 
 # Calls that set the state of a host random generator and return nothing.
 _SEEDING = frozenset({"numpy.random.seed", "random.seed"})
