@@ -17,6 +17,9 @@ class Transform:
     # how static parameters are written: "jit", "pmap", "vmap", "filter", "custom", "shard_map", "" — or
     # "grad": only the `argnums` parameters are traced by the transform, the rest pass through as given
     statics: str = ""
+    # flax nnx's transforms split a Module argument into its Variables (traced) and the rest of its
+    # graph (static): a configuration attribute of a Module argument stays a Python value
+    graph: bool = False
 
 
 _JIT = Transform("jit", abstract=True, cached=True, statics="jit")
@@ -49,7 +52,7 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True, "shard_map"),
     # Flax's lifted jits handle `self` (a Module) and let Variables be updated in place.
     "flax.linen.jit": Transform("flax_jit", True, True, "jit"),
-    "flax.nnx.jit": Transform("flax_jit", True, True, "jit"),
+    "flax.nnx.jit": Transform("flax_jit", True, True, "jit", graph=True),
     "equinox.filter_jit": Transform("filter_jit", True, True, "filter"),
     "equinox.filter_vmap": Transform("vmap", True, False, "filter"),
     "equinox.filter_pmap": Transform("pmap", True, True, "filter"),
@@ -57,11 +60,11 @@ TRANSFORMS: dict[str, Transform] = {
     "equinox.filter_value_and_grad": Transform("value_and_grad", False, False, "filter"),
     "equinox.filter_checkpoint": Transform("checkpoint", True, False, "filter"),
     # nnx's lifted transforms take Modules as arguments (their Variables are the traced leaves).
-    "flax.nnx.vmap": Transform("vmap", True, False, "vmap"),
-    "flax.nnx.grad": Transform("grad", False, False),
-    "flax.nnx.value_and_grad": Transform("value_and_grad", False, False),
-    "flax.nnx.remat": Transform("checkpoint", True, False, "jit"),
-    "flax.nnx.scan": Transform("scan", True, True),
+    "flax.nnx.vmap": Transform("vmap", True, False, "vmap", graph=True),
+    "flax.nnx.grad": Transform("grad", False, False, graph=True),
+    "flax.nnx.value_and_grad": Transform("value_and_grad", False, False, graph=True),
+    "flax.nnx.remat": Transform("checkpoint", True, False, "jit", graph=True),
+    "flax.nnx.scan": Transform("scan", True, True, graph=True),
     "haiku.vmap": Transform("vmap", True, False, "vmap"),
     "haiku.remat": Transform("checkpoint", True, False, "jit"),
 }
@@ -191,6 +194,14 @@ STATIC_ATTRS = frozenset(
 
 # Attributes of an array that are arrays again (any other attribute of a traced object that is not a
 # pytree JAX flattened is taken to be Python configuration).
+# The methods of `jax.Array`: a call of one of them says nothing about what else its receiver is.
+ARRAY_METHODS = frozenset({
+    "addressable_data", "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "byteswap", "choose",
+    "clip", "compress", "conj", "conjugate", "copy", "copy_to_host_async", "cumprod", "cumsum", "diagonal", "dot",
+    "flatten", "item", "max", "mean", "min", "nonzero", "prod", "ptp", "ravel", "repeat", "reshape", "round",
+    "searchsorted", "sort", "squeeze", "std", "sum", "swapaxes", "take", "to_device", "trace", "transpose", "var",
+    "view",
+})
 ARRAY_ATTRS = frozenset({"T", "mT", "real", "imag", "at"})  # (`.H` is NumPy matrix only)
 
 # Annotations that name a container: truthiness of such a value is static even when its leaves are traced.

@@ -10,6 +10,7 @@ import libcst as cst
 from ..findings import TraceTarget
 from ..jaxapi import (
     ARRAY_ANNOTATIONS,
+    ARRAY_METHODS,
     CALLBACKS,
     LAX_BODIES,
     NON_ARRAY_ANNOTATIONS,
@@ -24,7 +25,7 @@ from ..syntax import (
     DECLARED_PYTHON, dotted, literal_ident, literal_truth, name_counts, only_called, scalar_annotation,
 )
 from .scopes import UNSTAGED, CallableRef, ClassInfo, FunctionInfo, Param, Scope, called_only_by_parent, dead_branch
-from .values import Values
+from .values import DICT_METHODS, Values
 
 if TYPE_CHECKING:
     from .model import ModuleModel
@@ -481,7 +482,7 @@ class _Tracer:
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
                   staged_site=cached or bool(site_fn is not None and site_fn.traced)
                   or (outer is not None and outer.kind not in UNSTAGED),
-                  pytrees=set() if t.statics == "filter" else traced,
+                  pytrees=set() if t.statics == "filter" else traced - _graph_nodes(fn) if t.graph else traced,
                   container_site=container_site if container_site is not None
                   else id(application) if application is not None else None, entry=entry)
 
@@ -1598,6 +1599,21 @@ def _residuals(m: ModuleModel, fwd: FunctionInfo) -> Optional[tuple[bool, ...]]:
     values = Values(m, fwd)
     return tuple(any(values.traced(r.elements[i].value) for r in displays)
                  for i in range(len(displays[0].elements)))
+
+
+def _graph_nodes(fn: FunctionInfo) -> set[str]:
+    """Parameters the body uses as flax nnx graph nodes: called (`model(x)`), or with a method called that no
+    array or mapping has (`model.encode(x)`). nnx's transforms split such an object into its Variables, which
+    are traced, and the rest of its graph, which is static: `model.cfg.num_layers` stays a Python int."""
+    params = {p.name for p in fn.params if not p.star}
+    out: set[str] = set()
+    for call in fn.calls:
+        f = call.func
+        if isinstance(f, cst.Attribute) and f.attr.value not in ARRAY_METHODS and f.attr.value not in DICT_METHODS:
+            f = f.value
+        if isinstance(f, cst.Name) and f.value in params:
+            out.add(f.value)
+    return out
 
 
 def _only_loop_body(fn: FunctionInfo, m: ModuleModel) -> bool:

@@ -37,7 +37,7 @@ _SHAPE_NAME = re.compile(r"(^|_)(shape|shapes|ndim|dtype|dtypes)(_|$)", re.I)
 # Calls returning (leaves, treedef): the treedef is a Python value.
 _FLATTENS = frozenset({"jax.tree_util.tree_flatten", "jax.tree_util.tree_flatten_with_path", "jax.tree.flatten",
                        "jax.tree.flatten_with_path", "jax.tree_flatten"})  # (the last: the old alias)
-_DICT_METHODS = frozenset({"items", "keys", "values", "get"})
+DICT_METHODS = frozenset({"items", "keys", "values", "get"})
 # Methods no JAX array has: a name they are called on holds a Python container.
 _CONTAINER_METHODS = frozenset({"update", "setdefault", "append", "extend", "popitem"})
 # Methods only strings have (no JAX or NumPy array, no pytree library object): the receiver is a string.
@@ -96,7 +96,7 @@ class Values:
                              and not any(isinstance(el, cst.StarredElement) for el in target.elements)}
         for call in fn.calls:  # `params.items()`, `batch.get("x")`, `len(xs)`: the name holds a container
             f = call.func
-            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _DICT_METHODS:
+            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in DICT_METHODS:
                 containers.add(f.value.value)
                 dicts.add(f.value.value)
             elif isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.attr.value in _CONTAINER_METHODS:
