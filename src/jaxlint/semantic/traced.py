@@ -482,7 +482,7 @@ class _Tracer:
         self.mark(fn, traced, abstract, t.cached or cached, t.kind, None,
                   staged_site=cached or bool(site_fn is not None and site_fn.traced)
                   or (outer is not None and outer.kind not in UNSTAGED),
-                  pytrees=set() if t.statics == "filter" else traced - _graph_nodes(fn) if t.graph else traced,
+                  pytrees=set() if t.statics == "filter" else traced - _graph_nodes(fn, t, self.m),
                   container_site=container_site if container_site is not None
                   else id(application) if application is not None else None, entry=entry)
 
@@ -1601,12 +1601,17 @@ def _residuals(m: ModuleModel, fwd: FunctionInfo) -> Optional[tuple[bool, ...]]:
                  for i in range(len(displays[0].elements)))
 
 
-def _graph_nodes(fn: FunctionInfo) -> set[str]:
-    """Parameters the body uses as flax nnx graph nodes: called (`model(x)`), or with a method called that no
-    array or mapping has (`model.encode(x)`). nnx's transforms split such an object into its Variables, which
-    are traced, and the rest of its graph, which is static: `model.cfg.num_layers` stays a Python int."""
+def _graph_nodes(fn: FunctionInfo, t: Transform, m: ModuleModel) -> set[str]:
+    """Parameters that hold flax nnx Modules: annotated `nnx.Module`, or, under nnx's own transforms, used
+    as one by the body (called, `model(x)`, or with a method called that no array or mapping has,
+    `model.encode(x)`). A Module goes through a transform as its Variables, which are traced, and the rest
+    of its graph, which is static: `model.cfg.num_layers` stays a Python int."""
+    scope = fn.parent or m.root
+    out = {p.name for p in fn.params if p.annotation_expr is not None and not p.star
+           and m.resolve(p.annotation_expr, scope) in _NNX_MODULES}
+    if not t.graph:
+        return out
     params = {p.name for p in fn.params if not p.star}
-    out: set[str] = set()
     for call in fn.calls:
         f = call.func
         if isinstance(f, cst.Attribute) and f.attr.value not in ARRAY_METHODS and f.attr.value not in DICT_METHODS:
@@ -1614,6 +1619,9 @@ def _graph_nodes(fn: FunctionInfo) -> set[str]:
         if isinstance(f, cst.Name) and f.value in params:
             out.add(f.value)
     return out
+
+
+_NNX_MODULES = frozenset({"flax.nnx.Module", "flax.nnx.module.Module", "flax.nnx.Object"})
 
 
 def _only_loop_body(fn: FunctionInfo, m: ModuleModel) -> bool:
