@@ -16,7 +16,7 @@ from ..semantic.loops import (
     loop_statements, names_in, repeating, restarts_each_pass,
 )
 from ..syntax import (
-    _arg, _int_leaf, _literal_values, _str_leaf, args_at, code_of, contains, descendants, dotted, iter_children,
+    _arg, _int_leaf, _literal_values, _str_leaf, _target_names, args_at, code_of, contains, descendants, dotted, iter_children,
     name_counts,
 )
 from .base import Rule, Where
@@ -310,13 +310,14 @@ def _literal_elements(it: cst.BaseExpression, where: Where, scope: Scope) -> Opt
 
 
 def _per_pass_objects(loop: LoopInfo, where: Where, scope: Scope) -> frozenset[str]:
-    """Names a loop binds, on each pass, to a different object built by a class (`env = LogWrapper(make(name))`,
+    """Names a loop binds, on each pass, to a different object built by a class (last `env = LogWrapper(env)`),
     or the item of `for label, solver in [("a", Tsit5()), ("b", Kvaerno5())]`): a jitted function that
     captures one is a different program on each pass, which no hoisting would share (such an object is
     no array that could be passed as an argument)."""
     model = where.model
+    # (the last binding of the pass decides: `env, params = make(name)`, then `env = LogWrapper(env)`)
     out = {name for name, values in loop.bound.items()
-           if values and all(_constructed(v, where, scope) for v in values)
+           if values and _constructed(values[-1], where, scope)
            and not all(v is not None and loop_invariant(v, loop, model, scope) for v in values)}
     if isinstance(loop.node, cst.For):
         target = loop.node.target
@@ -1023,10 +1024,12 @@ class JitInLoop(Rule):
         )
 
     def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool,
-                     static: frozenset[str] = frozenset(), closed: frozenset[str] = frozenset()) -> Optional[str]:
+                     static: frozenset[str] = frozenset(), closed: frozenset[str] = frozenset(),
+                     captured: frozenset[str] = frozenset()) -> Optional[str]:
         """Where `fn` is called inside a loop of this module (by name, or as `obj.name(...)` for a method),
         but for calls that give (a value computed from) the loop's item to one of the parameters `static`,
-        or a Python value converted from the item (`int(n)`) to one of the parameters `closed`."""
+        or a Python value converted from the item (`int(n)`) to one of the parameters `closed`, and for loops
+        that rebind, pass by pass, one of the names `captured` (read by the jitted def from around `fn`)."""
         model = where.model
         for call, scope, loop in model.all_calls:
             loop = repeating(loop)
@@ -1043,6 +1046,12 @@ class JitInLoop(Rule):
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn
             if not hit or _sweep_call(call, loop, where):
+                continue
+            if any(where.model.owner_of(n, scope) is (scope.function_scope() or where.model.root)
+                   and _varies(n, loop, where, scope)
+                   for n in sorted(captured)):
+                # `iter` reads the caller's `train_state`, which the loop rebinds: a jit made once would keep the
+                # first pass's value baked in (stale), so each pass must trace its own program anyway
                 continue
             filled = (_filled(fn, 0, call.args) or {}) if static or closed else {}
             objects = _per_pass_objects(loop, where, scope) if closed else frozenset()
@@ -1155,7 +1164,8 @@ class JitInLoop(Rule):
         # `outer(..., int(n))` where `fn` closes over that parameter: each call bakes another Python value
         # into the program, which must compile for each value wherever `fn` is defined
         closed = _closure_params(fn, outer)
-        caller = self._loop_caller(outer, where, by_attribute=False, static=static, closed=closed)
+        captured = _captured(fn, outer, where)
+        caller = self._loop_caller(outer, where, by_attribute=False, static=static, closed=closed, captured=captured)
         if caller is None:
             return
         self.report(
@@ -1165,6 +1175,49 @@ class JitInLoop(Rule):
             where,
             subject={"callable": "", "def": fn.name},
         )
+
+
+def _captured(fn: FunctionInfo, outer: FunctionInfo, where: Where) -> frozenset[str]:
+    """The names `fn`, a def nested in `outer`, reads from the scopes around `outer`: not those bound by `fn`,
+    `outer`, a def nested in `fn`, or a comprehension of `fn` (`{p: v[i] for i, p in enumerate(ps)}`)."""
+    node = fn.node
+    assert node is not None
+    inner: set[str] = set(outer.local_names)
+    reads: set[str] = set()
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            reads.add(n.value)
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+        elif isinstance(n, cst.Arg):
+            stack.append(n.value)  # (not the keyword's name)
+        else:
+            if isinstance(n, cst.CompFor):
+                inner.update(_target_names(n.target))
+            stack.extend(iter_children(n))
+    for g in where.model.functions:
+        if g.node is not None and contains(node, g.node):
+            inner |= g.local_names
+    return frozenset(reads - inner)
+
+
+def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope) -> bool:
+    """Whether the loop gives `name` a value that is not the same on every pass (its item, or a binding in
+    its body that is not loop-invariant and not restarted at the top of each pass)."""
+    if isinstance(loop.node, cst.For) and name in names_in(loop.node.target):
+        return True
+    if any(v is None or not loop_invariant(v, loop, where.model, scope) for v in loop.bound.get(name, [])) \
+            and not restarts_each_pass(name, loop, where.model, scope):
+        return True
+    # a binding in a loop nested in this one that builds on the name's last value (`for batch in data:
+    # state = step(state, batch)`): the state moves on with every pass
+    fn = scope.function_scope()
+    return fn is not None and name not in loop.bound and any(
+        name in _target_names(target) and contains(loop.node, target)
+        and (value is None or name in names_in(value) or not loop_invariant(value, loop, where.model, scope))
+        for target, value, _how in fn.events)
 
 
 def _reads_rebound_global(names: set[str], where: Where, loop: LoopInfo) -> bool:
