@@ -417,6 +417,7 @@ class _Builder:
         if known is False:
             self.guards = self.guards | {"never:"}  # `if "jax" in np.__name__:` with `np` NumPy: never runs
         branches = self.branches
+        start = self.counter
         # the arm of this `if`, and of every `if flag:` testing the same name (`use_jax` branches agree)
         self.branches = branches + ((id(node), True),) + tuple(
             (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, True))
@@ -437,6 +438,9 @@ class _Builder:
                 and any(node is stmt for stmt in scope.node.body.body) and _always_exits(node.body):
             scope.none_exits.extend((self.counter, g[5:]) for g in none_tests(node.test))
         self.branches = branches
+        if isinstance(scope, FunctionInfo) and loop is None and _always_exits(node.body):
+            # `if x is not None: … return`: whatever was bound to `x` before, it is None past this `if`
+            scope.none_past.extend((start, self.counter, name, branches) for name in not_none_tests(node.test))
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
             self.guards = self.guards | flag_tests(node.test, False) | ident_tests(node.test, False) \
@@ -1213,6 +1217,14 @@ def given_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
             return frozenset({f"given:{e.left.value}"})
     if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And) and holds:
         return given_tests(e.left, True) | given_tests(e.right, True)
+    return frozenset()
+
+
+def not_none_tests(e: cst.BaseExpression) -> frozenset[str]:
+    """`if x is not None:` → {"x"}: the branch runs only when `x` holds something."""
+    if isinstance(e, cst.Comparison) and isinstance(e.left, cst.Name) and len(e.comparisons) == 1 \
+            and isinstance(e.comparisons[0].operator, cst.IsNot) and _is_const(e.comparisons[0].comparator, "None"):
+        return frozenset({e.left.value})
     return frozenset()
 
 

@@ -228,6 +228,9 @@ class FunctionInfo(Scope):
     helper_sites: set[tuple[Scope, int]] = field(default_factory=set)
     # `if x is None: return …` at the top level of this body: (stamp after the if, x). Past it, x is not None.
     none_exits: list[tuple[int, str]] = field(default_factory=list)
+    # `if x is not None: … return` outside loops: (stamp of the if, stamp after it, x, the if arms around it).
+    # A binding of x made before it, in the same block or deeper, reaches past it only as None.
+    none_past: list[tuple[int, int, str, tuple]] = field(default_factory=list)
     # Parameters every traced call site gives a value other than None (None until a site is seen).
     passed: Optional[set[str]] = None
     # Parameters defaulting to None that every traced call site leaves out or passes None (None until a

@@ -435,12 +435,25 @@ class Values:
                      and all(not isinstance(node, int) or arms.get(node) == arm for node, arm in fn.event_branches[i])),
                     None)
         if last is not None:
-            return reaching[reaching.index(last):]
+            return self._past_none_tests(name, reaching[reaching.index(last):])
         if self._use_loop is not None or name in fn.traced_params:
             return None  # (a later pass's bindings reach the read too; a parameter is bound before them all)
         if not reaching and fn.param(name) is None:
             return None
-        return reaching
+        return self._past_none_tests(name, reaching)
+
+    def _past_none_tests(self, name: str, reaching: list[int]) -> list[int]:
+        """The events left once those that reach the read only as None are dropped: a binding followed, in
+        its block, by `if name is not None: … return` (`n = shard(check)(x)`, then `if n is not None: return
+        …`, then the read) is past that `if` only when it bound None."""
+        fn = self.fn
+        use = self._use_order
+        assert use is not None
+        tests = [(start, end, set(arms)) for start, end, tested, arms in fn.none_past if tested == name and end <= use]
+        if not tests:
+            return reaching
+        return [i for i in reaching if not any(
+            fn.event_orders[i] < start and arms <= set(fn.event_branches[i]) for start, _end, arms in tests)]
 
     def _comprehension_traced(self, e: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> bool:
         """A comprehension's variables belong to it: `[m for m in self.sizes]` is static even when another
