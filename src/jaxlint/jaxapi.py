@@ -192,8 +192,6 @@ STATIC_ATTRS = frozenset(
      "devices", "axis_names", "device_ids", "local_devices"}
 )
 
-# Attributes of an array that are arrays again (any other attribute of a traced object that is not a
-# pytree JAX flattened is taken to be Python configuration).
 # The methods of `jax.Array`: a call of one of them says nothing about what else its receiver is.
 ARRAY_METHODS = frozenset({
     "addressable_data", "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "byteswap", "choose",
@@ -202,6 +200,8 @@ ARRAY_METHODS = frozenset({
     "searchsorted", "sort", "squeeze", "std", "sum", "swapaxes", "take", "to_device", "trace", "transpose", "var",
     "view",
 })
+# Attributes of an array that are arrays again (any other attribute of a traced object that is not a
+# pytree JAX flattened is taken to be Python configuration).
 ARRAY_ATTRS = frozenset({"T", "mT", "real", "imag", "at"})  # (`.H` is NumPy matrix only)
 
 # Annotations that name a container: truthiness of such a value is static even when its leaves are traced.

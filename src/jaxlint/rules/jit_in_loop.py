@@ -16,8 +16,8 @@ from ..semantic.loops import (
     loop_statements, names_in, repeating, restarts_each_pass,
 )
 from ..syntax import (
-    _arg, _int_leaf, _literal_values, _str_leaf, _target_names, args_at, code_of, contains, descendants, dotted, iter_children,
-    name_counts,
+    _arg, _int_leaf, _literal_values, _str_leaf, _target_names, args_at, code_of, contains, descendants, dotted,
+    iter_children, name_counts,
 )
 from .base import Rule, Where
 
@@ -862,12 +862,8 @@ class JitInLoop(Rule):
         loop binds to something that is not the same on every pass), itself or through a def of the loop body."""
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
-        targets = names_in(loop.node.target) if isinstance(loop.node, cst.For) else set()
         for name in _free_names(callable_, fn):
-            if name in targets:
-                return True
-            if any(v is None or not loop_invariant(v, loop, where.model, where.scope) for v in loop.bound.get(name, [])) \
-                    and not restarts_each_pass(name, loop, where.model, where.scope):
+            if _varies(name, loop, where, where.scope, nested=False):
                 return True
             inner = where.model.lookup_function(name, where.scope)
             if inner is not None and inner is not fn and loop.encloses(inner.loop_at_def) and (
@@ -1203,9 +1199,10 @@ def _captured(fn: FunctionInfo, outer: FunctionInfo, where: Where) -> frozenset[
     return frozenset(reads - inner)
 
 
-def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope) -> bool:
+def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope, nested: bool = True) -> bool:
     """Whether the loop gives `name` a value that is not the same on every pass (its item, or a binding in
-    its body that is not loop-invariant and not restarted at the top of each pass)."""
+    its body that is not loop-invariant and not restarted at the top of each pass; with `nested`, also a
+    binding in an inner loop that moves the name on)."""
     if isinstance(loop.node, cst.For) and name in names_in(loop.node.target):
         return True
     if any(v is None or not loop_invariant(v, loop, where.model, scope) for v in loop.bound.get(name, [])) \
@@ -1214,7 +1211,7 @@ def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope) -> bool:
     # a binding in a loop nested in this one that builds on the name's last value (`for batch in data:
     # state = step(state, batch)`): the state moves on with every pass
     fn = scope.function_scope()
-    return fn is not None and name not in loop.bound and any(
+    return nested and fn is not None and name not in loop.bound and any(
         name in _target_names(target) and contains(loop.node, target)
         and (value is None or name in names_in(value) or not loop_invariant(value, loop, where.model, scope))
         for target, value, _how in fn.events)
