@@ -295,6 +295,17 @@ def test_a_folder_of_modules_without_an_init_is_found_as_a_namespace_package() -
     assert found[0].verification.status == "confirmed", found[0].verification.detail
 
 
+def test_a_sibling_module_inside_a_package_does_not_shadow_the_projects_top_level_package() -> None:
+    # `layered_for_verify/agents/model.py` imports `toolbox_for_verify`; a module of that name sits beside it
+    # (in a package folder) and the project's package of that name at its root. Run from the root, Python
+    # imports the package: the package folder is never where top-level modules are looked up.
+    path = DATA / "own_project" / "layered_for_verify" / "agents" / "model.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [f.function for f in found] == ["step"]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail
+
+
 def test_attributes_a_method_reads_from_self_are_built_as_it_reads_them() -> None:
     # `Pricer(path)` fails, so the instance is bare: `self.market.spot` is a record, `self.model.apply`
     # an object verification cannot build, which the evidence names instead of an AttributeError.
@@ -361,3 +372,18 @@ def test_findings_after_a_confirmed_item_assignment_are_traced_past_it() -> None
     verify_findings(found, timeout=20)
     assert all(f.verification.status == "confirmed" for f in found), [
         (f.line, f.verification.status, f.verification.detail) for f in found]
+
+
+def test_a_function_run_as_plain_python_gets_each_call_sites_literal_arguments() -> None:
+    # `adjust(x0, h, 1, "1-sided")` and `adjust(x0, h, 1, "2-sided")`: run with an array for `scheme`,
+    # the body raised its own ValueError first; run with the first call's string, the `"2-sided"` branch
+    # is not reached, so the second call's arguments run it. `h.copy()` is an array method, not a record's.
+    path = DATA / "scheme_from_call_sites.py"
+    found = {f.line: f for f in lint_source(path.read_bytes(), str(path))}
+    one, two = _line(path, "h_adjusted[0] ="), _line(path, "h_adjusted[1] =")
+    assert sorted(found) == [one, two]
+    verify_findings(list(found.values()), timeout=20)
+    assert found[one].verification.status == "confirmed", found[one].verification.detail
+    assert "scheme: '1-sided'" in found[one].verification.detail
+    assert found[two].verification.status == "confirmed", found[two].verification.detail
+    assert "scheme: '2-sided'" in found[two].verification.detail

@@ -30,7 +30,7 @@ WIDE_VARIANT = len(SHAPE_VARIANTS) - 1  # the wide one: a run with it that reach
 _ARRAY_ATTRS = {"shape", "ndim", "dtype", "size", "T", "at", "real", "imag", "sum", "mean", "max", "min",
                 "reshape", "astype", "item", "tolist", "std", "any", "all", "dot", "nonzero", "repeat", "squeeze",
                 "transpose", "flatten", "ravel", "clip", "argmax", "argmin", "var", "prod", "cumsum", "conj",
-                "swapaxes", "round", "sort", "block_until_ready", "mT", "take", "view"}
+                "swapaxes", "round", "sort", "block_until_ready", "mT", "take", "view", "copy"}
 # Names that, for a plain (untraced) call, usually hold Python values rather than arrays.
 _COUNT_NAMES = {"n", "k", "num", "steps", "depth", "count", "length", "size", "dim", "features", "width",
                 "hidden", "num_steps", "n_steps", "batch_size", "seed", "axis", "i", "idx", "index"}
@@ -354,24 +354,37 @@ def is_literal(node: ast.expr) -> bool:
         return False
 
 
-def call_site_values(tree: ast.Module, name: str) -> dict[Any, Any]:
-    """Literal arguments given to `name(...)` anywhere in the file: {position or keyword: value}."""
-    found: dict[Any, Any] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+def call_sites(tree: ast.Module, name: str) -> list[dict[Any, Any]]:
+    """The literal arguments of each call of `name(...)` in the file, one {position or keyword: value}
+    per call that gives any, without repeats, in the order of the file."""
+    sites: list[dict[Any, Any]] = []
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
         f = node.func
         callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
         if callee != name:
             continue
+        found: dict[Any, Any] = {}
         for i, a in enumerate(node.args):
             if isinstance(a, ast.Starred):
                 break
             if is_literal(a):
-                found.setdefault(i, ast.literal_eval(a))
+                found[i] = ast.literal_eval(a)
         for kw in node.keywords:
             if kw.arg and is_literal(kw.value):
-                found.setdefault(kw.arg, ast.literal_eval(kw.value))
+                found[kw.arg] = ast.literal_eval(kw.value)
+        if found and found not in sites:
+            sites.append(found)
+    return sites
+
+
+def call_site_values(tree: ast.Module, name: str, choice: int = 0) -> dict[Any, Any]:
+    """Literal arguments given to `name(...)` anywhere in the file: {position or keyword: value}; those of
+    the `choice`-th call (counted as `call_sites` counts them) first, then the first call's that give one."""
+    sites = call_sites(tree, name)
+    found: dict[Any, Any] = dict(sites[choice]) if 0 <= choice < len(sites) else {}
+    for site in sites:
+        for k, v in site.items():
+            found.setdefault(k, v)
     return found
 
 
@@ -478,7 +491,7 @@ class Inputs:
     """Builds the arguments of one call of a flagged function, for one candidate shape."""
 
     def __init__(self, tree: ast.Module, variant: int = 0, batch: bool = False, lead: int = 2,
-                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None) -> None:
+                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None, site_choice: int = 0) -> None:
         self.tree = tree
         self.namespace = namespace or {}
         self.variant = variant
@@ -490,6 +503,7 @@ class Inputs:
         self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
         self.guessed: list[str] = []  # static parameters the last `arguments` gave a guessed value
         self.site_shapes: dict[Any, tuple[int, ...]] = {}  # shapes call sites in the file give parameters
+        self.site_choice = site_choice  # whose literal arguments come first (see `call_site_values`)
 
     # -- leaves --
     def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
@@ -554,6 +568,10 @@ class Inputs:
         ann = annotation_head(p.annotation)
         name = p.arg
         lit, choice = _literal_choice(p.annotation)
+        if self.plain_call and not static and (index in site or name in site) and ann not in ARRAY_NAMES:
+            # A function run as plain Python gets what a call in this file passes it: the literal
+            # `"1-sided"` or `1`, not an array (no trace turns it into one).
+            return site.get(name, site.get(index))
         if static or (self.plain_call and ann in ("int", "float", "bool", "str")):
             if index in site or name in site:
                 return site.get(name, site.get(index))
@@ -652,7 +670,7 @@ class Inputs:
         defaults: list[Optional[ast.expr]] = [None] * (len(params) - len(args.defaults)) + list(args.defaults)
         if skip_first:
             params, defaults = params[1:], defaults[1:]
-        site = call_site_values(self.tree, fn.name)
+        site = call_site_values(self.tree, fn.name, self.site_choice)
         self.site_shapes = call_site_shapes(self.tree, fn.name)
         self.omitted = [p.arg for p in args.kwonlyargs]
         self.guessed = []
