@@ -387,3 +387,16 @@ def test_a_function_run_as_plain_python_gets_each_call_sites_literal_arguments()
     assert "scheme: '1-sided'" in found[one].verification.detail
     assert found[two].verification.status == "confirmed", found[two].verification.detail
     assert "scheme: '2-sided'" in found[two].verification.detail
+
+
+def test_a_candidate_that_never_reaches_a_flagged_line_does_not_end_the_search() -> None:
+    # A scalar skips the rank-1 branch without an error; float sizes raise JAX's shape error at the
+    # line above the flagged one. Neither says anything about the flagged line, so the next candidates
+    # (an array, integer sizes) are tried, and they reach it.
+    path = DATA / "reached_by_a_later_candidate.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    assert sorted(found) == ["decode", "grid"]
+    verify_findings(list(found.values()), timeout=20)
+    assert found["decode"].verification.status == "confirmed", found["decode"].verification.detail
+    assert "v: f32[3]" in found["decode"].verification.detail
+    assert found["grid"].verification.status == "confirmed", found["grid"].verification.detail

@@ -34,6 +34,9 @@ class Judging:
         self.widened = False
         call_args: tuple[list, dict] = ([], {})
         key_run: Optional[tuple[Optional[BaseException], dict]] = None
+        flagged = {(f.get("path", self.path), n) for f in findings for n in range(f["line"], f["end_line"] + 1)}
+        fallback: Optional[dict[str, Any]] = None
+        last = len(SHAPE_VARIANTS) - 1
         for variant in range(len(SHAPE_VARIANTS)):
             try:
                 reached = self.reach(target["qualname"], variant)
@@ -48,7 +51,7 @@ class Judging:
                 args, kwargs, sig = self.call_args(reached, inputs, statics)
             except CannotBuild as e:
                 problem = str(e)
-                if variant + 1 < len(SHAPE_VARIANTS) and "could not build" not in problem:
+                if variant < last and "could not build" not in problem:
                     continue
                 break
             problem = None
@@ -60,14 +63,25 @@ class Judging:
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
                 # Only the run under JAX's key-reuse checker is needed.
                 key_run = self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
-                if key_run[0] is not None and not checks.is_jax_error(key_run[0]) \
-                        and variant + 1 < len(SHAPE_VARIANTS):
-                    continue
+                exc, lines = key_run
+            else:
+                exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
+            if variant == last or self._decides(findings, flagged, exc, lines):
                 break
-            exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
-            if exc is not None and not checks.is_jax_error(exc) and variant + 1 < len(SHAPE_VARIANTS):
-                continue  # maybe the inputs had the wrong rank or kind: try the next candidate
-            break
+            if fallback is None and (exc is None or checks.is_jax_error(exc)):
+                # Where the search stopped before: kept, should no other candidate reach a flagged line.
+                fallback = dict(reached=reached, exc=exc, lines=lines, sig=sig, call_args=call_args, call=call,
+                                key_run=key_run, instance=reached.instance, omitted=inputs.omitted,
+                                guessed=inputs.guessed, widened=self.widened, raised=dict(self.observer.raised))
+            # maybe the inputs had the wrong rank or kind, or steered the body past the flagged lines:
+            # try the next candidate
+        if fallback is not None and (problem is not None or not self._decides(findings, flagged, exc, lines)):
+            problem = None
+            reached, exc, lines, sig = fallback["reached"], fallback["exc"], fallback["lines"], fallback["sig"]
+            call_args, call, key_run = fallback["call_args"], fallback["call"], fallback["key_run"]
+            self.current_instance, self.omitted = fallback["instance"], fallback["omitted"]
+            self.guessed, self.widened = fallback["guessed"], fallback["widened"]
+            self.observer.raised = fallback["raised"]
         if problem is not None or reached is None:
             self.results.rest(findings, "unverified", problem or "no inputs could be built")
             return
@@ -103,6 +117,20 @@ class Judging:
                 self.classify_trace_time(by_kind[checks.TRACE_TIME], call, args, kwargs, sig, cached, jax)
         for f in findings:
             self.results.put(f, "unverified", f"no verifier for `{f['name']}` yet")
+
+    def _decides(self, findings: list[dict[str, Any]], flagged: set[tuple[str, int]],
+                 exc: Optional[BaseException], lines: dict) -> bool:
+        """Whether a run with one candidate of inputs can judge the group: it ran a flagged line, raised a
+        rule's JAX error there, or raised the error of a rule judged wherever it is raised (key reuse, a
+        rejected `self`). Any other error means the inputs may have had the wrong rank or kind."""
+        if exc is None:
+            return any(key in lines for key in flagged)
+        if not checks.is_jax_error(exc):
+            return False
+        if any(checks.CHECKS[f["name"]].kind in (checks.KEY_REUSE, checks.METHOD_SELF) and checks.confirms(f["name"], exc)
+               for f in findings):
+            return True
+        return any((os.path.abspath(fr.filename), fr.lineno) in flagged for fr in _frames(exc))
 
     def classify_error(self, f: dict[str, Any], exc: Optional[BaseException], lines: dict, sig: str) -> None:
         path = f.get("path", self.path)
