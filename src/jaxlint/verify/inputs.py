@@ -491,7 +491,8 @@ class Inputs:
     """Builds the arguments of one call of a flagged function, for one candidate shape."""
 
     def __init__(self, tree: ast.Module, variant: int = 0, batch: bool = False, lead: int = 2,
-                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None, site_choice: int = 0) -> None:
+                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None, site_choice: int = 0,
+                 flag: bool = True, flags: Optional[list[str]] = None) -> None:
         self.tree = tree
         self.namespace = namespace or {}
         self.variant = variant
@@ -504,6 +505,8 @@ class Inputs:
         self.guessed: list[str] = []  # static parameters the last `arguments` gave a guessed value
         self.site_shapes: dict[Any, tuple[int, ...]] = {}  # shapes call sites in the file give parameters
         self.site_choice = site_choice  # whose literal arguments come first (see `call_site_values`)
+        self.flag = flag  # the value of a flag only tested for truth, where it is built as a Python bool
+        self.flags = flags if flags is not None else []  # the flags built so far (their names)
 
     # -- leaves --
     def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
@@ -533,8 +536,11 @@ class Inputs:
     def from_spec(self, spec: Optional[Spec], name: str, scalars: bool = False) -> Any:
         """A value shaped as `spec` says; with `scalars`, flags and counts as Python values (see `Spec`)."""
         if spec is not None and spec[0] in _SCALARS:
+            if scalars and spec[0] == "bool":
+                self.flags.append(name)
+                return self.flag
             if scalars:
-                return True if spec[0] == "bool" else 3
+                return 3
             spec = None
         if spec is None or spec[0] == "array":
             rank = (spec[1], spec[2]) if spec is not None and len(spec) > 1 else None
@@ -800,26 +806,45 @@ def bare_instance(cls: type, inputs: Inputs, method: str) -> Any:
         inst = object.__new__(cls) if cls.__new__ is object.__new__ else cls.__new__(cls)
     except Exception as exc:  # noqa: BLE001
         raise CannotBuild(f"could not construct a `{cls.__name__}`: {type(exc).__name__}") from None
-    fn = getattr(cls, method, None) if method else None
-    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
-    if code is not None:
+    reads, specs = _self_reads(cls, method, inputs, set()) if method else (set(), {})
+    for attr in sorted(reads):
+        if hasattr(cls, attr):
+            continue
         try:
-            src = ast.parse(inspect.cleandoc("\n" + inspect.getsource(code)))
-        except (OSError, TypeError, SyntaxError):
-            src = None
-        if src is not None:
-            reads = {n.attr for n in ast.walk(src) if isinstance(n, ast.Attribute)
-                     and isinstance(n.value, ast.Name) and n.value.id == "self"}
-            used = _Usage(src, None, inputs.namespace).of_name("self")
-            specs = used[1] if used is not None and used[0] == "obj" else {}
-            for attr in sorted(reads):
-                if hasattr(cls, attr):
-                    continue
-                try:
-                    object.__setattr__(inst, attr, _attribute_value(specs.get(attr), attr, inputs))
-                except Exception:  # noqa: BLE001 - slots or a frozen class: leave it unset
-                    pass
+            object.__setattr__(inst, attr, _attribute_value(specs.get(attr), attr, inputs))
+        except Exception:  # noqa: BLE001 - slots or a frozen class: leave it unset
+            pass
     return inst
+
+
+def _self_reads(cls: type, method: str, inputs: Inputs, seen: set[str], depth: int = 0
+                ) -> tuple[set[str], dict[str, Optional[Spec]]]:
+    """The attributes of `self` that `method` reads, and how it uses them, with those of the methods of
+    the class it calls on `self` (`pos = self.recover_pos(x)` reads what `recover_pos` reads)."""
+    seen.add(method)
+    fn = getattr(cls, method, None)
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    if code is None:
+        return set(), {}
+    try:
+        src = ast.parse(inspect.cleandoc("\n" + inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError):
+        return set(), {}
+    reads = {n.attr for n in ast.walk(src) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    used = _Usage(src, None, inputs.namespace).of_name("self")
+    specs: dict[str, Optional[Spec]] = dict(used[1]) if used is not None and used[0] == "obj" else {}
+    if depth < 3:
+        called = {n.func.attr for n in ast.walk(src) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
+        for name in sorted(called - seen):
+            if not inspect.isfunction(inspect.getattr_static(cls, name, None)):
+                continue  # (a staticmethod, a property, an attribute holding a callable: not read through self)
+            more, how = _self_reads(cls, name, inputs, seen, depth + 1)
+            reads |= more
+            for attr, spec in how.items():
+                specs[attr] = _merge(specs.get(attr), spec)
+    return reads, specs
 
 
 def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
@@ -834,4 +859,9 @@ def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
             from .evidence import Unbuilt
 
             return Unbuilt(f"self.{attr}", str(exc).split(": ", 1)[-1])
+    if spec is None:
+        # Read only in arithmetic and comparisons (`self.map_x / 2`, `d < self.sight_range`): a scalar,
+        # as such an attribute mostly is (a size, a rate); an array attribute is indexed or has its
+        # array methods called.
+        return inputs.array(())
     return inputs.array((3,))

@@ -49,6 +49,8 @@ class Judging:
                 trace, call, cached = self.callables(reached, target)
                 inputs = self.inputs(variant, batch=batch, plain=plain, lead=1 if target["transform"] == "pmap" else 2)
                 args, kwargs, sig = self.call_args(reached, inputs, statics)
+                if not getattr(self, "flag_choice", True) and getattr(self, "flags_built", None):
+                    sig += " with `" + "`, `".join(sorted(set(self.flags_built))) + "` False"
             except CannotBuild as e:
                 problem = str(e)
                 if variant < last and "could not build" not in problem:

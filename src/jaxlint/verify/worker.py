@@ -180,6 +180,8 @@ class Worker(Reaching, Judging):
         self.scope: dict[str, Any] = {}
         self.rewrites: set[int] = set()  # lines of confirmed item assignments, run functionally on reload
         self.site_choice = 0  # which call in the file gives its literal arguments first (see `Inputs`)
+        self.flag_choice = True  # the value of flags only tested for truth (see `Inputs`)
+        self.flags_built: list[str] = []  # the flags built with it while judging the current group
 
     def load(self) -> types.ModuleType:
         name = self.job.get("module") or "jaxlint_verified"
@@ -190,7 +192,8 @@ class Worker(Reaching, Judging):
 
     def inputs(self, variant: int = 0, batch: bool = False, plain: bool = False, lead: int = 2) -> Inputs:
         return Inputs(self.tree, variant, batch=batch, lead=lead, plain_call=plain,
-                      namespace={**self.mod.__dict__, **self.scope}, site_choice=self.site_choice)
+                      namespace={**self.mod.__dict__, **self.scope}, site_choice=self.site_choice,
+                      flag=self.flag_choice, flags=self.flags_built)
 
     def enclosing(self, qualname: str) -> Optional[str]:
         """The outermost function a nested definition lives in (`Test.test_x` for `Test.test_x.f`)."""
@@ -334,10 +337,31 @@ class Worker(Reaching, Judging):
                 if not group:
                     continue
                 self._fenced(group, self.load, "reloading the module")  # the run may have changed its state
+            self.flags_built.clear()
             self._fenced(group, lambda root=root, group=group: self.verify_group(root, group),
                          f"tracing `{root['qualname']}`")
             self._past_item_assignments(root, group)
             self._other_call_sites(root, group)
+            self._other_flags(root, group)
+
+    def _other_flags(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
+        """Flags only tested for truth (`if self.obs_pathing_grid: raise NotImplementedError`) were built
+        `True`; when the run failed before the flagged lines, or never reached them, build them `False`."""
+        if not self.flags_built:
+            return
+        undecided = [f for f in group if any(why in self.results.status(f)[1]
+                                             for why in ("was not reached", "failed first"))]
+        if not undecided:
+            return
+        self.flag_choice = False
+        try:
+            self.results.forget(undecided)
+            self._fenced(undecided, self.load, "reloading the module")
+            self._fenced(undecided, lambda: self.verify_group(root, undecided),
+                         f"tracing `{root['qualname']}` with its flags off")
+            self._past_item_assignments(root, undecided)
+        finally:
+            self.flag_choice = True
 
     def _other_call_sites(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
         """Lines a run with the first call's literal arguments never reached (the `"2-sided"` branch when
