@@ -405,7 +405,8 @@ def test_a_candidate_that_never_reaches_a_flagged_line_does_not_end_the_search()
 def test_a_bare_instance_gets_what_the_methods_it_calls_on_self_read() -> None:
     # `Projection()` fails, so the instance is bare. `cell_of` reads nothing itself; `self.recover` reads
     # `self.scale` and `self.offset`, only in arithmetic: scalars (a small array made `int(...)` fail).
-    # `grid_cell_of` raises NotImplementedError under `self.use_grid` built True: it is built False next.
+    # `grid_cell_of` raises NotImplementedError under `self.use_grid` built True: that flag, the one whose
+    # `if` led to the error, is built False next, and `self.keep_cell` stays True (all False skip the line).
     path = DATA / "reads_through_helper_methods.py"
     found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
     assert sorted(found) == ["Projection.cell_of", "Projection.grid_cell_of"]
@@ -413,4 +414,4 @@ def test_a_bare_instance_gets_what_the_methods_it_calls_on_self_read() -> None:
     plain = found["Projection.cell_of"].verification
     assert plain.status == "confirmed", plain.detail
     flagged = found["Projection.grid_cell_of"].verification
-    assert flagged.status == "confirmed" and "with `use_grid` False" in flagged.detail, flagged.detail
+    assert flagged.status == "confirmed" and flagged.detail.endswith("with `use_grid` False"), flagged.detail

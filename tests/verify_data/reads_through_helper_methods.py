@@ -7,6 +7,7 @@ class Projection:
         self.scale = config["scale"]
         self.offset = config["offset"]
         self.use_grid = config["use_grid"]
+        self.keep_cell = config["keep_cell"]
 
     def check(self, config):
         if "scale" not in config:
@@ -26,5 +27,6 @@ class Projection:
         cell = int(self.recover(feats[0]))
         if self.use_grid:
             raise NotImplementedError
-        out[1] = cell
+        if self.keep_cell:
+            out[1] = cell
         return out

@@ -492,7 +492,7 @@ class Inputs:
 
     def __init__(self, tree: ast.Module, variant: int = 0, batch: bool = False, lead: int = 2,
                  plain_call: bool = False, namespace: Optional[dict[str, Any]] = None, site_choice: int = 0,
-                 flag: bool = True, flags: Optional[list[str]] = None) -> None:
+                 flags_off: frozenset[str] = frozenset(), flags: Optional[list[str]] = None) -> None:
         self.tree = tree
         self.namespace = namespace or {}
         self.variant = variant
@@ -505,7 +505,9 @@ class Inputs:
         self.guessed: list[str] = []  # static parameters the last `arguments` gave a guessed value
         self.site_shapes: dict[Any, tuple[int, ...]] = {}  # shapes call sites in the file give parameters
         self.site_choice = site_choice  # whose literal arguments come first (see `call_site_values`)
-        self.flag = flag  # the value of a flag only tested for truth, where it is built as a Python bool
+        # A flag only tested for truth, where it is built as a Python bool, is True unless named here
+        # ("*": every flag is False).
+        self.flags_off = flags_off
         self.flags = flags if flags is not None else []  # the flags built so far (their names)
 
     # -- leaves --
@@ -538,7 +540,7 @@ class Inputs:
         if spec is not None and spec[0] in _SCALARS:
             if scalars and spec[0] == "bool":
                 self.flags.append(name)
-                return self.flag
+                return not ("*" in self.flags_off or name in self.flags_off)
             if scalars:
                 return 3
             spec = None

@@ -37,6 +37,7 @@ class Judging:
         flagged = {(f.get("path", self.path), n) for f in findings for n in range(f["line"], f["end_line"] + 1)}
         fallback: Optional[dict[str, Any]] = None
         last = len(SHAPE_VARIANTS) - 1
+        self.run_errors: list[BaseException] = []  # (which flags led to them: see the worker's `_other_flags`)
         for variant in range(len(SHAPE_VARIANTS)):
             try:
                 reached = self.reach(target["qualname"], variant)
@@ -49,8 +50,10 @@ class Judging:
                 trace, call, cached = self.callables(reached, target)
                 inputs = self.inputs(variant, batch=batch, plain=plain, lead=1 if target["transform"] == "pmap" else 2)
                 args, kwargs, sig = self.call_args(reached, inputs, statics)
-                if not getattr(self, "flag_choice", True) and getattr(self, "flags_built", None):
-                    sig += " with `" + "`, `".join(sorted(set(self.flags_built))) + "` False"
+                off = getattr(self, "flags_off", frozenset())
+                shown = sorted({n for n in getattr(self, "flags_built", []) if "*" in off or n in off})
+                if shown:
+                    sig += " with `" + "`, `".join(shown) + "` False"
             except CannotBuild as e:
                 problem = str(e)
                 if variant < last and "could not build" not in problem:
@@ -68,6 +71,8 @@ class Judging:
                 exc, lines = key_run
             else:
                 exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
+            if exc is not None:
+                self.run_errors.append(exc)
             if variant == last or self._decides(findings, flagged, exc, lines):
                 break
             if fallback is None and (exc is None or checks.is_jax_error(exc)):

@@ -180,7 +180,8 @@ class Worker(Reaching, Judging):
         self.scope: dict[str, Any] = {}
         self.rewrites: set[int] = set()  # lines of confirmed item assignments, run functionally on reload
         self.site_choice = 0  # which call in the file gives its literal arguments first (see `Inputs`)
-        self.flag_choice = True  # the value of flags only tested for truth (see `Inputs`)
+        self.flags_off: frozenset[str] = frozenset()  # flags only tested for truth built False (see `Inputs`)
+        self.run_errors: list[BaseException] = []  # what the candidates of the last `verify_group` raised
         self.flags_built: list[str] = []  # the flags built with it while judging the current group
 
     def load(self) -> types.ModuleType:
@@ -193,7 +194,7 @@ class Worker(Reaching, Judging):
     def inputs(self, variant: int = 0, batch: bool = False, plain: bool = False, lead: int = 2) -> Inputs:
         return Inputs(self.tree, variant, batch=batch, lead=lead, plain_call=plain,
                       namespace={**self.mod.__dict__, **self.scope}, site_choice=self.site_choice,
-                      flag=self.flag_choice, flags=self.flags_built)
+                      flags_off=self.flags_off, flags=self.flags_built)
 
     def enclosing(self, qualname: str) -> Optional[str]:
         """The outermost function a nested definition lives in (`Test.test_x` for `Test.test_x.f`)."""
@@ -345,23 +346,26 @@ class Worker(Reaching, Judging):
             self._other_flags(root, group)
 
     def _other_flags(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
-        """Flags only tested for truth (`if self.obs_pathing_grid: raise NotImplementedError`) were built
-        `True`; when the run failed before the flagged lines, or never reached them, build them `False`."""
-        if not self.flags_built:
-            return
-        undecided = [f for f in group if any(why in self.results.status(f)[1]
-                                             for why in ("was not reached", "failed first"))]
-        if not undecided:
-            return
-        self.flag_choice = False
-        try:
+        """Flags only tested for truth were built `True`; when the run failed before the flagged lines, or
+        never reached them, build `False` first the flags whose `if` led to the failure (`if
+        self.obs_pathing_grid: raise NotImplementedError`), then all of them."""
+        for _ in range(2):
+            if not self.flags_built or "*" in self.flags_off:
+                break
+            undecided = [f for f in group if any(why in self.results.status(f)[1]
+                                                 for why in ("was not reached", "failed first"))]
+            if not undecided:
+                break
+            guards = set().union(*(_guarding_flags(self.tree, self.path, e, set(self.flags_built))
+                                   for e in self.run_errors)) - self.flags_off
+            self.flags_off = self.flags_off | guards if guards else frozenset({"*"})
+            self.flags_built.clear()
             self.results.forget(undecided)
             self._fenced(undecided, self.load, "reloading the module")
             self._fenced(undecided, lambda: self.verify_group(root, undecided),
-                         f"tracing `{root['qualname']}` with its flags off")
+                         f"tracing `{root['qualname']}` with flags off")
             self._past_item_assignments(root, undecided)
-        finally:
-            self.flag_choice = True
+        self.flags_off = frozenset()
 
     def _other_call_sites(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
         """Lines a run with the first call's literal arguments never reached (the `"2-sided"` branch when
@@ -418,6 +422,24 @@ class Worker(Reaching, Judging):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.settrace(None)
+
+
+def _guarding_flags(tree: ast.Module, path: str, exc: Optional[BaseException], flags: set[str]) -> set[str]:
+    """The flags (`self.<flag>`) tested by the `if`s whose body holds the line of `path` where `exc` was raised."""
+    import traceback
+
+    if exc is None:
+        return set()
+    lines = [fr.lineno for fr in traceback.extract_tb(exc.__traceback__) if os.path.abspath(fr.filename) == path]
+    if not lines:
+        return set()
+    line = lines[-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0):
+            found |= {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                      and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in flags}
+    return found
 
 
 # ---- entry points ---------------------------------------------------------------------------------
