@@ -415,3 +415,13 @@ def test_a_bare_instance_gets_what_the_methods_it_calls_on_self_read() -> None:
     assert plain.status == "confirmed", plain.detail
     flagged = found["Projection.grid_cell_of"].verification
     assert flagged.status == "confirmed" and flagged.detail.endswith("with `use_grid` False"), flagged.detail
+
+
+def test_the_parameters_of_a_jitted_def_in_a_loop_are_not_the_loops_names() -> None:
+    # `def advance(state)` in the loop body: its parameter `state` is not the `state = env.observe()` of the
+    # loop, which re-running each pass (with a placeholder `env`) failed before the def was rebuilt.
+    path = DATA / "jit_def_param_named_like_a_loop_local.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [(f.name, f.line) for f in found] == [("jit-in-loop", _line(path, "@jax.jit"))]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail

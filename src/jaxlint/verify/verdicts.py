@@ -510,7 +510,7 @@ class Judging:
         if expr is None:
             raise CannotBuild("could not find the flagged jit expression")
         env: dict[str, Any] = dict(self.mod.__dict__)
-        free = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+        free = _free_names(expr) - set(env) - set(dir(builtins))
         # Names the loop body binds to callables or instances (`step = lambda ...`, `def step`,
         # `scaler = Scaler(2.0)`): re-run those bindings on each pass, as the loop does.
         preamble = [b for b in (self.binding_before(n, f["line"]) for n in sorted(free)) if b is not None]
@@ -520,7 +520,7 @@ class Judging:
         setup = [b for b in preamble if b.lineno < since]
         preamble = [b for b in preamble if b.lineno >= since]
         for stmt in setup + preamble:
-            free |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+            free |= _free_names(stmt) - set(env) - set(dir(builtins))
         counters = _counted_names(self.tree, since)
         for name in free:
             if name in ("self", "cls"):
@@ -567,6 +567,20 @@ class Judging:
                              f"anew ({sum(counts)} traces on JAX's own trace counter)")
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """The names `node` reads from outside: not the parameters of the defs and lambdas in it, nor the
+    names they (or a comprehension) bind (`state` in `def loss_fn(state, ...)` is not the loop's `state`)."""
+    bound: set[str] = set()
+    loads: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            bound |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
+        elif isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+    return loads - bound
 
 
 def _static_key_check(call: Callable, args: Any, kwargs: dict) -> Optional[Callable[[], Any]]:
