@@ -570,17 +570,29 @@ class Judging:
 
 
 def _free_names(node: ast.AST) -> set[str]:
-    """The names `node` reads from outside: not the parameters of the defs and lambdas in it, nor the
-    names they (or a comprehension) bind (`state` in `def loss_fn(state, ...)` is not the loop's `state`)."""
-    bound: set[str] = set()
-    loads: set[str] = set()
-    for n in ast.walk(node):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            a = n.args
-            bound |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
-        elif isinstance(n, ast.Name):
-            (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
-    return loads - bound
+    """The names `node` reads from outside. Inside the defs and lambdas in it, their parameters and the
+    names their bodies bind are their own (`state` in `def loss_fn(state, ...)` is not the loop's
+    `state`); their decorators and defaults (`lambda x, t=t: ...`) are read outside."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = node.args
+        outer: set[str] = set()
+        for part in list(a.defaults) + [d for d in a.kw_defaults if d is not None] \
+                + list(getattr(node, "decorator_list", [])):
+            outer |= _free_names(part)
+        params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
+        body = node.body if isinstance(node.body, list) else [node.body]
+        inner: set[str] = set()
+        stored: set[str] = set()
+        for stmt in body:
+            inner |= _free_names(stmt)
+            stored |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        return outer | (inner - params - stored)
+    if isinstance(node, ast.Name):
+        return {node.id}
+    found: set[str] = set()
+    for child in ast.iter_child_nodes(node):
+        found |= _free_names(child)
+    return found
 
 
 def _static_key_check(call: Callable, args: Any, kwargs: dict) -> Optional[Callable[[], Any]]:
