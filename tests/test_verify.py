@@ -295,6 +295,17 @@ def test_a_folder_of_modules_without_an_init_is_found_as_a_namespace_package() -
     assert found[0].verification.status == "confirmed", found[0].verification.detail
 
 
+def test_a_sibling_module_inside_a_package_does_not_shadow_the_projects_top_level_package() -> None:
+    # `layered_for_verify/agents/model.py` imports `toolbox_for_verify`; a module of that name sits beside it
+    # (in a package folder) and the project's package of that name at its root. Run from the root, Python
+    # imports the package: the package folder is never where top-level modules are looked up.
+    path = DATA / "own_project" / "layered_for_verify" / "agents" / "model.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [f.function for f in found] == ["step"]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail
+
+
 def test_attributes_a_method_reads_from_self_are_built_as_it_reads_them() -> None:
     # `Pricer(path)` fails, so the instance is bare: `self.market.spot` is a record, `self.model.apply`
     # an object verification cannot build, which the evidence names instead of an AttributeError.
@@ -361,3 +372,56 @@ def test_findings_after_a_confirmed_item_assignment_are_traced_past_it() -> None
     verify_findings(found, timeout=20)
     assert all(f.verification.status == "confirmed" for f in found), [
         (f.line, f.verification.status, f.verification.detail) for f in found]
+
+
+def test_a_function_run_as_plain_python_gets_each_call_sites_literal_arguments() -> None:
+    # `adjust(x0, h, 1, "1-sided")` and `adjust(x0, h, 1, "2-sided")`: run with an array for `scheme`,
+    # the body raised its own ValueError first; run with the first call's string, the `"2-sided"` branch
+    # is not reached, so the second call's arguments run it. `h.copy()` is an array method, not a record's.
+    path = DATA / "scheme_from_call_sites.py"
+    found = {f.line: f for f in lint_source(path.read_bytes(), str(path))}
+    one, two = _line(path, "h_adjusted[0] ="), _line(path, "h_adjusted[1] =")
+    assert sorted(found) == [one, two]
+    verify_findings(list(found.values()), timeout=20)
+    assert found[one].verification.status == "confirmed", found[one].verification.detail
+    assert "scheme: '1-sided'" in found[one].verification.detail
+    assert found[two].verification.status == "confirmed", found[two].verification.detail
+    assert "scheme: '2-sided'" in found[two].verification.detail
+
+
+def test_a_candidate_that_never_reaches_a_flagged_line_does_not_end_the_search() -> None:
+    # A scalar skips the rank-1 branch without an error; float sizes raise JAX's shape error at the
+    # line above the flagged one. Neither says anything about the flagged line, so the next candidates
+    # (an array, integer sizes) are tried, and they reach it.
+    path = DATA / "reached_by_a_later_candidate.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    assert sorted(found) == ["decode", "grid"]
+    verify_findings(list(found.values()), timeout=20)
+    assert found["decode"].verification.status == "confirmed", found["decode"].verification.detail
+    assert "v: f32[3]" in found["decode"].verification.detail
+    assert found["grid"].verification.status == "confirmed", found["grid"].verification.detail
+
+
+def test_a_bare_instance_gets_what_the_methods_it_calls_on_self_read() -> None:
+    # `Projection()` fails, so the instance is bare. `cell_of` reads nothing itself; `self.recover` reads
+    # `self.scale` and `self.offset`, only in arithmetic: scalars (a small array made `int(...)` fail).
+    # `grid_cell_of` raises NotImplementedError under `self.use_grid` built True: that flag, the one whose
+    # `if` led to the error, is built False next, and `self.keep_cell` stays True (all False skip the line).
+    path = DATA / "reads_through_helper_methods.py"
+    found = {f.function: f for f in lint_source(path.read_bytes(), str(path))}
+    assert sorted(found) == ["Projection.cell_of", "Projection.grid_cell_of"]
+    verify_findings(list(found.values()), timeout=20)
+    plain = found["Projection.cell_of"].verification
+    assert plain.status == "confirmed", plain.detail
+    flagged = found["Projection.grid_cell_of"].verification
+    assert flagged.status == "confirmed" and flagged.detail.endswith("with `use_grid` False"), flagged.detail
+
+
+def test_the_parameters_of_a_jitted_def_in_a_loop_are_not_the_loops_names() -> None:
+    # `def advance(state)` in the loop body: its parameter `state` is not the `state = env.observe()` of the
+    # loop, which re-running each pass (with a placeholder `env`) failed before the def was rebuilt.
+    path = DATA / "jit_def_param_named_like_a_loop_local.py"
+    found = lint_source(path.read_bytes(), str(path))
+    assert [(f.name, f.line) for f in found] == [("jit-in-loop", _line(path, "@jax.jit"))]
+    verify_findings(found, timeout=20)
+    assert found[0].verification.status == "confirmed", found[0].verification.detail

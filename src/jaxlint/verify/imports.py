@@ -61,7 +61,11 @@ class ProjectPackages(importlib.abc.MetaPathFinder):
                   ) -> Optional[importlib.machinery.ModuleSpec]:
         if path is not None or "." in name:
             return None  # submodules are found through their package's `__path__`
-        for folder in self.folders:
+        # Folders that are regular packages last: Python never looks for top-level modules inside a
+        # package when the project runs, so a module there (`algo/ppo/nn.py`) is only a script-style
+        # sibling import, never the project's top-level package of the same name (`nn/`).
+        ordered = sorted(self.folders, key=lambda f: os.path.isfile(os.path.join(f, "__init__.py")))
+        for folder in ordered:
             spec = importlib.machinery.PathFinder.find_spec(name, [folder])
             # Only real code: a bare folder of that name (`data/`, `tests/`) is not the package, but a
             # folder of modules without an `__init__.py` (`agents/ppo/train.py`) is a namespace package.

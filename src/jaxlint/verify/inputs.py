@@ -30,7 +30,7 @@ WIDE_VARIANT = len(SHAPE_VARIANTS) - 1  # the wide one: a run with it that reach
 _ARRAY_ATTRS = {"shape", "ndim", "dtype", "size", "T", "at", "real", "imag", "sum", "mean", "max", "min",
                 "reshape", "astype", "item", "tolist", "std", "any", "all", "dot", "nonzero", "repeat", "squeeze",
                 "transpose", "flatten", "ravel", "clip", "argmax", "argmin", "var", "prod", "cumsum", "conj",
-                "swapaxes", "round", "sort", "block_until_ready", "mT", "take", "view"}
+                "swapaxes", "round", "sort", "block_until_ready", "mT", "take", "view", "copy"}
 # Names that, for a plain (untraced) call, usually hold Python values rather than arrays.
 _COUNT_NAMES = {"n", "k", "num", "steps", "depth", "count", "length", "size", "dim", "features", "width",
                 "hidden", "num_steps", "n_steps", "batch_size", "seed", "axis", "i", "idx", "index"}
@@ -354,24 +354,37 @@ def is_literal(node: ast.expr) -> bool:
         return False
 
 
-def call_site_values(tree: ast.Module, name: str) -> dict[Any, Any]:
-    """Literal arguments given to `name(...)` anywhere in the file: {position or keyword: value}."""
-    found: dict[Any, Any] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+def call_sites(tree: ast.Module, name: str) -> list[dict[Any, Any]]:
+    """The literal arguments of each call of `name(...)` in the file, one {position or keyword: value}
+    per call that gives any, without repeats, in the order of the file."""
+    sites: list[dict[Any, Any]] = []
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
         f = node.func
         callee = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
         if callee != name:
             continue
+        found: dict[Any, Any] = {}
         for i, a in enumerate(node.args):
             if isinstance(a, ast.Starred):
                 break
             if is_literal(a):
-                found.setdefault(i, ast.literal_eval(a))
+                found[i] = ast.literal_eval(a)
         for kw in node.keywords:
             if kw.arg and is_literal(kw.value):
-                found.setdefault(kw.arg, ast.literal_eval(kw.value))
+                found[kw.arg] = ast.literal_eval(kw.value)
+        if found and found not in sites:
+            sites.append(found)
+    return sites
+
+
+def call_site_values(tree: ast.Module, name: str, choice: int = 0) -> dict[Any, Any]:
+    """Literal arguments given to `name(...)` anywhere in the file: {position or keyword: value}; those of
+    the `choice`-th call (counted as `call_sites` counts them) first, then the first call's that give one."""
+    sites = call_sites(tree, name)
+    found: dict[Any, Any] = dict(sites[choice]) if 0 <= choice < len(sites) else {}
+    for site in sites:
+        for k, v in site.items():
+            found.setdefault(k, v)
     return found
 
 
@@ -478,7 +491,8 @@ class Inputs:
     """Builds the arguments of one call of a flagged function, for one candidate shape."""
 
     def __init__(self, tree: ast.Module, variant: int = 0, batch: bool = False, lead: int = 2,
-                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None) -> None:
+                 plain_call: bool = False, namespace: Optional[dict[str, Any]] = None, site_choice: int = 0,
+                 flags_off: frozenset[str] = frozenset(), flags: Optional[list[str]] = None) -> None:
         self.tree = tree
         self.namespace = namespace or {}
         self.variant = variant
@@ -490,6 +504,11 @@ class Inputs:
         self.omitted: list[str] = []  # parameters left to their defaults by the last `arguments`
         self.guessed: list[str] = []  # static parameters the last `arguments` gave a guessed value
         self.site_shapes: dict[Any, tuple[int, ...]] = {}  # shapes call sites in the file give parameters
+        self.site_choice = site_choice  # whose literal arguments come first (see `call_site_values`)
+        # A flag only tested for truth, where it is built as a Python bool, is True unless named here
+        # ("*": every flag is False).
+        self.flags_off = flags_off
+        self.flags = flags if flags is not None else []  # the flags built so far (their names)
 
     # -- leaves --
     def array(self, dims: Optional[tuple[int, ...]] = None, integer: bool = False, boolean: bool = False,
@@ -519,8 +538,11 @@ class Inputs:
     def from_spec(self, spec: Optional[Spec], name: str, scalars: bool = False) -> Any:
         """A value shaped as `spec` says; with `scalars`, flags and counts as Python values (see `Spec`)."""
         if spec is not None and spec[0] in _SCALARS:
+            if scalars and spec[0] == "bool":
+                self.flags.append(name)
+                return not ("*" in self.flags_off or name in self.flags_off)
             if scalars:
-                return True if spec[0] == "bool" else 3
+                return 3
             spec = None
         if spec is None or spec[0] == "array":
             rank = (spec[1], spec[2]) if spec is not None and len(spec) > 1 else None
@@ -554,6 +576,10 @@ class Inputs:
         ann = annotation_head(p.annotation)
         name = p.arg
         lit, choice = _literal_choice(p.annotation)
+        if self.plain_call and not static and (index in site or name in site) and ann not in ARRAY_NAMES:
+            # A function run as plain Python gets what a call in this file passes it: the literal
+            # `"1-sided"` or `1`, not an array (no trace turns it into one).
+            return site.get(name, site.get(index))
         if static or (self.plain_call and ann in ("int", "float", "bool", "str")):
             if index in site or name in site:
                 return site.get(name, site.get(index))
@@ -652,7 +678,7 @@ class Inputs:
         defaults: list[Optional[ast.expr]] = [None] * (len(params) - len(args.defaults)) + list(args.defaults)
         if skip_first:
             params, defaults = params[1:], defaults[1:]
-        site = call_site_values(self.tree, fn.name)
+        site = call_site_values(self.tree, fn.name, self.site_choice)
         self.site_shapes = call_site_shapes(self.tree, fn.name)
         self.omitted = [p.arg for p in args.kwonlyargs]
         self.guessed = []
@@ -782,26 +808,45 @@ def bare_instance(cls: type, inputs: Inputs, method: str) -> Any:
         inst = object.__new__(cls) if cls.__new__ is object.__new__ else cls.__new__(cls)
     except Exception as exc:  # noqa: BLE001
         raise CannotBuild(f"could not construct a `{cls.__name__}`: {type(exc).__name__}") from None
-    fn = getattr(cls, method, None) if method else None
-    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
-    if code is not None:
+    reads, specs = _self_reads(cls, method, inputs, set()) if method else (set(), {})
+    for attr in sorted(reads):
+        if hasattr(cls, attr):
+            continue
         try:
-            src = ast.parse(inspect.cleandoc("\n" + inspect.getsource(code)))
-        except (OSError, TypeError, SyntaxError):
-            src = None
-        if src is not None:
-            reads = {n.attr for n in ast.walk(src) if isinstance(n, ast.Attribute)
-                     and isinstance(n.value, ast.Name) and n.value.id == "self"}
-            used = _Usage(src, None, inputs.namespace).of_name("self")
-            specs = used[1] if used is not None and used[0] == "obj" else {}
-            for attr in sorted(reads):
-                if hasattr(cls, attr):
-                    continue
-                try:
-                    object.__setattr__(inst, attr, _attribute_value(specs.get(attr), attr, inputs))
-                except Exception:  # noqa: BLE001 - slots or a frozen class: leave it unset
-                    pass
+            object.__setattr__(inst, attr, _attribute_value(specs.get(attr), attr, inputs))
+        except Exception:  # noqa: BLE001 - slots or a frozen class: leave it unset
+            pass
     return inst
+
+
+def _self_reads(cls: type, method: str, inputs: Inputs, seen: set[str], depth: int = 0
+                ) -> tuple[set[str], dict[str, Optional[Spec]]]:
+    """The attributes of `self` that `method` reads, and how it uses them, with those of the methods of
+    the class it calls on `self` (`pos = self.recover_pos(x)` reads what `recover_pos` reads)."""
+    seen.add(method)
+    fn = getattr(cls, method, None)
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    if code is None:
+        return set(), {}
+    try:
+        src = ast.parse(inspect.cleandoc("\n" + inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError):
+        return set(), {}
+    reads = {n.attr for n in ast.walk(src) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    used = _Usage(src, None, inputs.namespace).of_name("self")
+    specs: dict[str, Optional[Spec]] = dict(used[1]) if used is not None and used[0] == "obj" else {}
+    if depth < 3:
+        called = {n.func.attr for n in ast.walk(src) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
+        for name in sorted(called - seen):
+            if not inspect.isfunction(inspect.getattr_static(cls, name, None)):
+                continue  # (a staticmethod, a property, an attribute holding a callable: not read through self)
+            more, how = _self_reads(cls, name, inputs, seen, depth + 1)
+            reads |= more
+            for attr, spec in how.items():
+                specs[attr] = _merge(specs.get(attr), spec)
+    return reads, specs
 
 
 def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
@@ -816,4 +861,9 @@ def _attribute_value(spec: Optional[Spec], attr: str, inputs: Inputs) -> Any:
             from .evidence import Unbuilt
 
             return Unbuilt(f"self.{attr}", str(exc).split(": ", 1)[-1])
+    if spec is None:
+        # Read only in arithmetic and comparisons (`self.map_x / 2`, `d < self.sight_range`): a scalar,
+        # as such an attribute mostly is (a size, a rate); an array attribute is indexed or has its
+        # array methods called.
+        return inputs.array(())
     return inputs.array((3,))

@@ -34,6 +34,10 @@ class Judging:
         self.widened = False
         call_args: tuple[list, dict] = ([], {})
         key_run: Optional[tuple[Optional[BaseException], dict]] = None
+        flagged = {(f.get("path", self.path), n) for f in findings for n in range(f["line"], f["end_line"] + 1)}
+        fallback: Optional[dict[str, Any]] = None
+        last = len(SHAPE_VARIANTS) - 1
+        self.run_errors: list[BaseException] = []  # (which flags led to them: see the worker's `_other_flags`)
         for variant in range(len(SHAPE_VARIANTS)):
             try:
                 reached = self.reach(target["qualname"], variant)
@@ -46,9 +50,13 @@ class Judging:
                 trace, call, cached = self.callables(reached, target)
                 inputs = self.inputs(variant, batch=batch, plain=plain, lead=1 if target["transform"] == "pmap" else 2)
                 args, kwargs, sig = self.call_args(reached, inputs, statics)
+                off = getattr(self, "flags_off", frozenset())
+                shown = sorted({n for n in getattr(self, "flags_built", []) if "*" in off or n in off})
+                if shown:
+                    sig += " with `" + "`, `".join(shown) + "` False"
             except CannotBuild as e:
                 problem = str(e)
-                if variant + 1 < len(SHAPE_VARIANTS) and "could not build" not in problem:
+                if variant < last and "could not build" not in problem:
                     continue
                 break
             problem = None
@@ -60,14 +68,27 @@ class Judging:
             if all(checks.CHECKS[f["name"]].kind == checks.KEY_REUSE for f in findings):
                 # Only the run under JAX's key-reuse checker is needed.
                 key_run = self.run_key_reuse(lambda: call(*args, **kwargs), call, args, kwargs)
-                if key_run[0] is not None and not checks.is_jax_error(key_run[0]) \
-                        and variant + 1 < len(SHAPE_VARIANTS):
-                    continue
+                exc, lines = key_run
+            else:
+                exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
+            if exc is not None:
+                self.run_errors.append(exc)
+            if variant == last or self._decides(findings, flagged, exc, lines):
                 break
-            exc, lines, _ = self.observer.run(lambda: trace(*args, **kwargs))
-            if exc is not None and not checks.is_jax_error(exc) and variant + 1 < len(SHAPE_VARIANTS):
-                continue  # maybe the inputs had the wrong rank or kind: try the next candidate
-            break
+            if fallback is None and (exc is None or checks.is_jax_error(exc)):
+                # Where the search stopped before: kept, should no other candidate reach a flagged line.
+                fallback = dict(reached=reached, exc=exc, lines=lines, sig=sig, call_args=call_args, call=call,
+                                key_run=key_run, instance=reached.instance, omitted=inputs.omitted,
+                                guessed=inputs.guessed, widened=self.widened, raised=dict(self.observer.raised))
+            # maybe the inputs had the wrong rank or kind, or steered the body past the flagged lines:
+            # try the next candidate
+        if fallback is not None and (problem is not None or not self._decides(findings, flagged, exc, lines)):
+            problem = None
+            reached, exc, lines, sig = fallback["reached"], fallback["exc"], fallback["lines"], fallback["sig"]
+            call_args, call, key_run = fallback["call_args"], fallback["call"], fallback["key_run"]
+            self.current_instance, self.omitted = fallback["instance"], fallback["omitted"]
+            self.guessed, self.widened = fallback["guessed"], fallback["widened"]
+            self.observer.raised = fallback["raised"]
         if problem is not None or reached is None:
             self.results.rest(findings, "unverified", problem or "no inputs could be built")
             return
@@ -103,6 +124,20 @@ class Judging:
                 self.classify_trace_time(by_kind[checks.TRACE_TIME], call, args, kwargs, sig, cached, jax)
         for f in findings:
             self.results.put(f, "unverified", f"no verifier for `{f['name']}` yet")
+
+    def _decides(self, findings: list[dict[str, Any]], flagged: set[tuple[str, int]],
+                 exc: Optional[BaseException], lines: dict) -> bool:
+        """Whether a run with one candidate of inputs can judge the group: it ran a flagged line, raised a
+        rule's JAX error there, or raised the error of a rule judged wherever it is raised (key reuse, a
+        rejected `self`). Any other error means the inputs may have had the wrong rank or kind."""
+        if exc is None:
+            return any(key in lines for key in flagged)
+        if not checks.is_jax_error(exc):
+            return False
+        if any(checks.CHECKS[f["name"]].kind in (checks.KEY_REUSE, checks.METHOD_SELF) and checks.confirms(f["name"], exc)
+               for f in findings):
+            return True
+        return any((os.path.abspath(fr.filename), fr.lineno) in flagged for fr in _frames(exc))
 
     def classify_error(self, f: dict[str, Any], exc: Optional[BaseException], lines: dict, sig: str) -> None:
         path = f.get("path", self.path)
@@ -475,7 +510,7 @@ class Judging:
         if expr is None:
             raise CannotBuild("could not find the flagged jit expression")
         env: dict[str, Any] = dict(self.mod.__dict__)
-        free = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+        free = _free_names(expr) - set(env) - set(dir(builtins))
         # Names the loop body binds to callables or instances (`step = lambda ...`, `def step`,
         # `scaler = Scaler(2.0)`): re-run those bindings on each pass, as the loop does.
         preamble = [b for b in (self.binding_before(n, f["line"]) for n in sorted(free)) if b is not None]
@@ -485,7 +520,7 @@ class Judging:
         setup = [b for b in preamble if b.lineno < since]
         preamble = [b for b in preamble if b.lineno >= since]
         for stmt in setup + preamble:
-            free |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - set(env) - set(dir(builtins))
+            free |= _free_names(stmt) - set(env) - set(dir(builtins))
         counters = _counted_names(self.tree, since)
         for name in free:
             if name in ("self", "cls"):
@@ -532,6 +567,32 @@ class Judging:
                              f"anew ({sum(counts)} traces on JAX's own trace counter)")
         else:
             self.results.put(f, "refuted", "the second pass hit JAX's cache: no new trace")
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """The names `node` reads from outside. Inside the defs and lambdas in it, their parameters and the
+    names their bodies bind are their own (`state` in `def loss_fn(state, ...)` is not the loop's
+    `state`); their decorators and defaults (`lambda x, t=t: ...`) are read outside."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = node.args
+        outer: set[str] = set()
+        for part in list(a.defaults) + [d for d in a.kw_defaults if d is not None] \
+                + list(getattr(node, "decorator_list", [])):
+            outer |= _free_names(part)
+        params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p is not None}
+        body = node.body if isinstance(node.body, list) else [node.body]
+        inner: set[str] = set()
+        stored: set[str] = set()
+        for stmt in body:
+            inner |= _free_names(stmt)
+            stored |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        return outer | (inner - params - stored)
+    if isinstance(node, ast.Name):
+        return {node.id}
+    found: set[str] = set()
+    for child in ast.iter_child_nodes(node):
+        found |= _free_names(child)
+    return found
 
 
 def _static_key_check(call: Callable, args: Any, kwargs: dict) -> Optional[Callable[[], Any]]:

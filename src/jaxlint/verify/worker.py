@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from . import checks, imports
 from .evidence import Observer, Results, TimedOut, Unavailable, error_summary, on_alarm, one_sentence
-from .inputs import CannotBuild, Inputs
+from .inputs import CannotBuild, Inputs, call_sites
 from .reach import BODY_TRANSFORMS, OWN_TRANSFORMS, Reaching, def_chain, is_method
 from .slicing import slice_module
 from .verdicts import Judging
@@ -130,9 +130,12 @@ def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
     if rewrites:
         sliced = _FunctionalUpdates(rewrites).visit(sliced)
     is_pkg = os.path.basename(path) == "__init__.py"
-    for p in (root_dir, os.path.dirname(path)):
-        if p and p not in sys.path:
-            sys.path.insert(0, p)
+    # Only the package root: the module is loaded as the package module it is, and the folder of a
+    # package is not where Python looks for top-level modules (a sibling `nn.py` must not shadow the
+    # project's `nn/` package). Script-style sibling imports are still found, last, by `imports.PROJECT`.
+    p = root_dir or os.path.dirname(path)
+    if p not in sys.path:
+        sys.path.insert(0, p)
     if "." in name:
         _purge_foreign(name.split(".")[0], root_dir)
     mod = types.ModuleType(name)
@@ -176,6 +179,10 @@ class Worker(Reaching, Judging):
         self.current_instance: Any = None
         self.scope: dict[str, Any] = {}
         self.rewrites: set[int] = set()  # lines of confirmed item assignments, run functionally on reload
+        self.site_choice = 0  # which call in the file gives its literal arguments first (see `Inputs`)
+        self.flags_off: frozenset[str] = frozenset()  # flags only tested for truth built False (see `Inputs`)
+        self.run_errors: list[BaseException] = []  # what the candidates of the last `verify_group` raised
+        self.flags_built: list[str] = []  # the flags built with it while judging the current group
 
     def load(self) -> types.ModuleType:
         name = self.job.get("module") or "jaxlint_verified"
@@ -186,7 +193,8 @@ class Worker(Reaching, Judging):
 
     def inputs(self, variant: int = 0, batch: bool = False, plain: bool = False, lead: int = 2) -> Inputs:
         return Inputs(self.tree, variant, batch=batch, lead=lead, plain_call=plain,
-                      namespace={**self.mod.__dict__, **self.scope})
+                      namespace={**self.mod.__dict__, **self.scope}, site_choice=self.site_choice,
+                      flags_off=self.flags_off, flags=self.flags_built)
 
     def enclosing(self, qualname: str) -> Optional[str]:
         """The outermost function a nested definition lives in (`Test.test_x` for `Test.test_x.f`)."""
@@ -330,9 +338,55 @@ class Worker(Reaching, Judging):
                 if not group:
                     continue
                 self._fenced(group, self.load, "reloading the module")  # the run may have changed its state
+            self.flags_built.clear()
             self._fenced(group, lambda root=root, group=group: self.verify_group(root, group),
                          f"tracing `{root['qualname']}`")
             self._past_item_assignments(root, group)
+            self._other_call_sites(root, group)
+            self._other_flags(root, group)
+
+    def _other_flags(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
+        """Flags only tested for truth were built `True`; when the run failed before the flagged lines, or
+        never reached them, build `False` first the flags whose `if` led to the failure (`if
+        self.obs_pathing_grid: raise NotImplementedError`), then all of them."""
+        for _ in range(2):
+            if not self.flags_built or "*" in self.flags_off:
+                break
+            undecided = [f for f in group if any(why in self.results.status(f)[1]
+                                                 for why in ("was not reached", "failed first"))]
+            if not undecided:
+                break
+            guards = set().union(*(_guarding_flags(self.tree, self.path, e, set(self.flags_built))
+                                   for e in self.run_errors)) - self.flags_off
+            self.flags_off = self.flags_off | guards if guards else frozenset({"*"})
+            self.flags_built.clear()
+            self.results.forget(undecided)
+            self._fenced(undecided, self.load, "reloading the module")
+            self._fenced(undecided, lambda: self.verify_group(root, undecided),
+                         f"tracing `{root['qualname']}` with flags off")
+            self._past_item_assignments(root, undecided)
+        self.flags_off = frozenset()
+
+    def _other_call_sites(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
+        """Lines a run with the first call's literal arguments never reached (the `"2-sided"` branch when
+        the first call passes `"1-sided"`): run again with each other call's arguments, as it passes them."""
+        chain = def_chain(self.tree, root["qualname"])
+        if not chain:
+            return
+        sites = call_sites(self.tree, chain[-1].name)  # type: ignore[attr-defined]
+        try:
+            for choice in range(1, len(sites)):
+                unreached = [f for f in group if "was not reached" in self.results.status(f)[1]]
+                if not unreached:
+                    return
+                self.site_choice = choice
+                self.results.forget(unreached)
+                self._fenced(unreached, self.load, "reloading the module")
+                self._fenced(unreached, lambda: self.verify_group(root, unreached),
+                             f"tracing `{root['qualname']}` with the arguments of another call in the file")
+                self._past_item_assignments(root, unreached)
+        finally:
+            self.site_choice = 0
 
     def _past_item_assignments(self, root: dict[str, Any], group: list[dict[str, Any]]) -> None:
         """A trace stops at the first item assignment that raises, so the findings after it could not be
@@ -368,6 +422,24 @@ class Worker(Reaching, Judging):
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.settrace(None)
+
+
+def _guarding_flags(tree: ast.Module, path: str, exc: Optional[BaseException], flags: set[str]) -> set[str]:
+    """The flags (`self.<flag>`) tested by the `if`s whose body holds the line of `path` where `exc` was raised."""
+    import traceback
+
+    if exc is None:
+        return set()
+    lines = [fr.lineno for fr in traceback.extract_tb(exc.__traceback__) if os.path.abspath(fr.filename) == path]
+    if not lines:
+        return set()
+    line = lines[-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0):
+            found |= {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                      and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in flags}
+    return found
 
 
 # ---- entry points ---------------------------------------------------------------------------------
