@@ -146,6 +146,7 @@ def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
     sys.modules[name] = mod
     imports.PROJECT.add(path)
     imports.ABSENT.active = True
+    stars: list[str] = []
     try:
         for stmt in sliced.body:
             try:
@@ -154,6 +155,11 @@ def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
                 raise
             except BaseException as exc:  # noqa: BLE001 - SystemExit too: only what needs this name is lost
                 reason = error_summary(exc, {path})
+                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                    # (the names it should have bound are not known: a later NameError says which failed)
+                    stars.append(f"`from {'.' * stmt.level}{stmt.module or ''} import *` failed: {reason}")
+                elif isinstance(exc, NameError) and stars:
+                    reason += f" ({'; '.join(stars)})"
                 for n in _bound_names(stmt):
                     if n not in mod.__dict__:
                         mod.__dict__[n] = Unavailable(n, reason)
