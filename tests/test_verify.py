@@ -436,3 +436,16 @@ def test_a_failing_star_import_is_named_where_its_names_are_missing() -> None:
     assert f.verification.status == "unverified"
     assert "`from failing_star_for_verify import *` failed: ImportError" in f.verification.detail, \
         f.verification.detail
+
+
+def test_a_confirmed_item_assignment_whose_update_does_not_fit_the_built_values_is_skipped() -> None:
+    # `out[1:] = feats` is confirmed; run as `out = out.at[1:].set(feats)`, the built `feats` (3 values)
+    # does not fit the 4 slots, which says nothing about the code: the update is skipped, and the
+    # assignment after it is reached and confirmed.
+    path = DATA / "update_that_does_not_fit.py"
+    found = {f.line: f for f in lint_source(path.read_bytes(), str(path))}
+    later = _line(path, "out[0] = first")
+    assert sorted(found) == [_line(path, "out[1:] = feats"), later]
+    verify_findings(list(found.values()), timeout=20)
+    assert all(f.verification.status == "confirmed" for f in found.values()), [
+        (f.line, f.verification.detail) for f in found.values()]
