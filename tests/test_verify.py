@@ -425,3 +425,27 @@ def test_the_parameters_of_a_jitted_def_in_a_loop_are_not_the_loops_names() -> N
     assert [(f.name, f.line) for f in found] == [("jit-in-loop", _line(path, "@jax.jit"))]
     verify_findings(found, timeout=20)
     assert found[0].verification.status == "confirmed", found[0].verification.detail
+
+
+def test_a_failing_star_import_is_named_where_its_names_are_missing() -> None:
+    # `from failing_star_for_verify import *` fails, binding nothing; the class built on one of its names
+    # then fails with a NameError, and the evidence says which import failed, and why.
+    path = DATA / "star_import_fails.py"
+    f = _finding(path, _line(path, "if x > 0"), qualname="Model.step")
+    verify_findings([f], timeout=20)
+    assert f.verification.status == "unverified"
+    assert "`from failing_star_for_verify import *` failed: ImportError" in f.verification.detail, \
+        f.verification.detail
+
+
+def test_a_confirmed_item_assignment_whose_update_does_not_fit_the_built_values_is_skipped() -> None:
+    # `out[1:] = feats` is confirmed; run as `out = out.at[1:].set(feats)`, the built `feats` (3 values)
+    # does not fit the 4 slots, which says nothing about the code: the update is skipped, and the
+    # assignment after it is reached and confirmed.
+    path = DATA / "update_that_does_not_fit.py"
+    found = {f.line: f for f in lint_source(path.read_bytes(), str(path))}
+    later = _line(path, "out[0] = first")
+    assert sorted(found) == [_line(path, "out[1:] = feats"), later]
+    verify_findings(list(found.values()), timeout=20)
+    assert all(f.verification.status == "confirmed" for f in found.values()), [
+        (f.line, f.verification.detail) for f in found.values()]

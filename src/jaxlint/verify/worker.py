@@ -79,6 +79,8 @@ def _jitted_alias(tree: ast.Module, qualname: str) -> Optional[dict[str, Any]]:
     return None
 
 
+_RULE_ERROR = "_jaxlint_rule_error"  # the name the rewritten lines call `checks.is_jax_error` by
+
 # `x[i] op= v` -> the `.at[i]` method doing the same functionally
 _AT_METHODS = {ast.Add: "add", ast.Mult: "multiply", ast.Div: "divide", ast.Pow: "power"}
 
@@ -105,7 +107,17 @@ class _FunctionalUpdates(ast.NodeTransformer):
         else:
             method, arg = "set", ast.BinOp(ast.Subscript(ast.Name(name, ast.Load()), target.slice, ast.Load()), op, value)
         call = ast.Call(ast.Attribute(at, method, ast.Load()), [arg], [])
-        return ast.fix_missing_locations(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], call), node))
+        update = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], call), node)
+        # `try: x = x.at[i].set(v) except Exception as e: if <a rule's JAX error>(e): raise`: values built
+        # for verification may not fit the update (a slice of 5 set from 3 values), which is no reason
+        # to stop before the lines after it; a JAX error a rule names is still raised there.
+        err = "_jaxlint_update_error"
+        reraise = ast.If(ast.Call(ast.Name(_RULE_ERROR, ast.Load()), [ast.Name(err, ast.Load())], []),
+                         [ast.Raise()], [])
+        guarded = ast.Try([update], [ast.ExceptHandler(ast.Name("Exception", ast.Load()), err, [reraise])], [], [])
+        for part in ast.walk(guarded):
+            ast.copy_location(part, node)
+        return ast.fix_missing_locations(guarded)
 
     def visit_Assign(self, node: ast.Assign) -> ast.stmt:
         self.generic_visit(node)
@@ -144,8 +156,11 @@ def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
     if is_pkg:
         mod.__path__ = [os.path.dirname(path)]  # type: ignore[attr-defined]
     sys.modules[name] = mod
+    if rewrites:
+        mod.__dict__[_RULE_ERROR] = checks.is_jax_error
     imports.PROJECT.add(path)
     imports.ABSENT.active = True
+    stars: list[str] = []
     try:
         for stmt in sliced.body:
             try:
@@ -154,6 +169,11 @@ def load_module(path: str, name: str, root_dir: Optional[str], roots: set[str],
                 raise
             except BaseException as exc:  # noqa: BLE001 - SystemExit too: only what needs this name is lost
                 reason = error_summary(exc, {path})
+                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                    # (the names it should have bound are not known: a later NameError says which failed)
+                    stars.append(f"`from {'.' * stmt.level}{stmt.module or ''} import *` failed: {reason}")
+                elif isinstance(exc, NameError) and stars:
+                    reason += f" ({'; '.join(stars)})"
                 for n in _bound_names(stmt):
                     if n not in mod.__dict__:
                         mod.__dict__[n] = Unavailable(n, reason)
