@@ -1179,24 +1179,13 @@ def _captured(fn: FunctionInfo, outer: FunctionInfo, where: Where) -> frozenset[
     node = fn.node
     assert node is not None
     inner: set[str] = set(outer.local_names)
-    reads: set[str] = set()
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            reads.add(n.value)
-        elif isinstance(n, cst.Attribute):
-            stack.append(n.value)
-        elif isinstance(n, cst.Arg):
-            stack.append(n.value)  # (not the keyword's name)
-        else:
-            if isinstance(n, cst.CompFor):
-                inner.update(_target_names(n.target))
-            stack.extend(iter_children(n))
+    for n in descendants(node):
+        if isinstance(n, cst.CompFor):
+            inner.update(_target_names(n.target))
     for g in where.model.functions:
         if g.node is not None and contains(node, g.node):
             inner |= g.local_names
-    return frozenset(reads - inner)
+    return frozenset(names_in(node, keywords=False) - inner)
 
 
 def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope, nested: bool = True) -> bool:

@@ -11,8 +11,9 @@ from .model import ModuleModel
 from .scopes import FunctionInfo, LoopInfo, Scope
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
-    """Every name read under `node` (the roots of attribute chains, not the attributes)."""
+def names_in(node: cst.CSTNode, keywords: bool = True) -> set[str]:
+    """Every name read under `node` (the roots of attribute chains, not the attributes); without
+    `keywords`, not the keyword names of calls (`f(x=1)` reads no `x`)."""
     out: set[str] = set()
     stack = [node]
     while stack:
@@ -20,6 +21,8 @@ def names_in(node: cst.CSTNode) -> set[str]:
         if isinstance(n, cst.Name):
             out.add(n.value)
         elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+        elif not keywords and isinstance(n, cst.Arg):
             stack.append(n.value)
         else:
             stack.extend(iter_children(n))
