@@ -258,12 +258,22 @@ def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
 
 
 
-def _options_vary(jit: cst.Call, loop: LoopInfo) -> bool:
+def _options_vary(jit: cst.Call, loop: LoopInfo, where: Optional[Where] = None) -> bool:
     """Whether the options of a jit call or decorator (`jax.jit(f, out_shardings=s)`,
-    `@partial(jax.jit, out_shardings=s)`) read a name the loop binds: each pass asks for a different program
-    (another sharding, donation, static set), compiled anew wherever the jitted function is built."""
+    `@partial(jax.jit, out_shardings=s)`), or of a transform it wraps (`jax.jit(jax.vmap(f, in_axes=axes))`),
+    read a name the loop binds: each pass asks for a different program (another sharding, donation, static
+    set, batching), compiled anew wherever the jitted function is built."""
     varying = _bound_in_loop(loop)
-    return any(a.keyword is not None and names_in(a.value) & varying for a in jit.args)
+    if any(a.keyword is not None and names_in(a.value) & varying for a in jit.args):
+        return True
+    inner = jit.args[0].value if where is not None and jit.args and jit.args[0].keyword is None else None
+    for _ in range(3):
+        if not (isinstance(inner, cst.Call) and where.resolve(inner.func) in where.model.transforms):
+            return False
+        if any(names_in(a.value) & varying for a in inner.args[1:]):
+            return True
+        inner = inner.args[0].value if inner.args and inner.args[0].keyword is None else None
+    return False
 
 
 def _sweep_call(call: cst.Call, loop: LoopInfo, where: Where) -> bool:
@@ -925,7 +935,7 @@ class JitInLoop(Rule):
             return True  # `jit(f, static_argnums=0)(Likelihood(...), x)`: a static argument equal to no earlier one
         if applied is not None and any(_shaped_item(a.value, loop, where) for a in applied.args):
             return True  # `jax.jit(f)(arg)` over arrays of different shapes: each pass traces anew anyway
-        if _options_vary(node, loop):
+        if _options_vary(node, loop, where):
             return True  # the jit options (shardings, donation…) change with the loop
         comp = loop.node
         if isinstance(comp, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) \

@@ -9,8 +9,9 @@ import libcst as cst
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
 from ..semantic.scopes import never_mentioned
 from ..syntax import _is_const, _is_literal, _target_names, descendants, dotted, iter_children
-from ..semantic.loops import clears_caches, loop_invariant, loop_statements, names_in
+from ..semantic.loops import clears_caches, distinct_constants, loop_invariant, loop_statements, names_in
 from ..semantic.uses import ModuleUses, Uses, def_window
+from ..semantic.frameworks import argument_for
 from .base import Report, Rule, Where, tracing_phrase
 
 
@@ -497,9 +498,26 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
         calls = [call for call, scope, call_loop in model.all_calls
                  if scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
                  and call.func.value == fn.name]
-        if calls and not all(_resliced_each_pass(call, loop) for call in calls):
+        if calls and not all(_resliced_each_pass(call, loop) or _static_item_each_pass(call, loop, fn, model)
+                             for call in calls):
             return loop
     return None
+
+
+def _static_item_each_pass(call: cst.Call, loop: LoopInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
+    """Whether `call` passes the loop's counter as a static argument of the cached function `fn`
+    (`for step in range(n): update(step, ...)` with `static_argnums=(0,)`): the counter differs on every pass,
+    so each pass misses the cache, traces again and reads the names as they are then."""
+    node = loop.node
+    if not (fn.cached and isinstance(node, cst.For) and isinstance(node.target, cst.Name)
+            and (isinstance(node.iter, cst.Call) and model.resolve(node.iter.func, loop.scope) == "builtins.range"
+                 or distinct_constants(node.iter))):
+        return False  # (a counter, or the items of a table of distinct constants: one value per pass)
+    counter = node.target.value
+    if len(loop.bound.get(counter, [])) > 1:
+        return False  # (rebound in the body too: no longer one value per pass)
+    return any(not p.star and p.name not in fn.traced_params and isinstance(arg, cst.Name) and arg.value == counter
+               for p in fn.params for arg in [argument_for(call, fn, p.name)])
 
 
 def _resliced_each_pass(call: cst.Call, loop: LoopInfo) -> bool:
