@@ -112,9 +112,6 @@ def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) ->
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and not expr.args \
             and expr.func.attr.value in ("keys", "items", "values"):
         expr = expr.func.value
-    if isinstance(expr, cst.Call) and model.resolve(expr.func, scope) == "builtins.enumerate" and expr.args \
-            and expr.args[0].keyword is None and not expr.args[0].star:
-        expr = expr.args[0].value  # `for i, n in enumerate(SIZES)`: the same table, numbered
     if isinstance(expr, (cst.Dict, cst.List, cst.Tuple)):
         return _table(expr)
     if not isinstance(expr, cst.Name):
@@ -128,17 +125,7 @@ def literal_table(expr: cst.BaseExpression, model: ModuleModel, scope: Scope) ->
         return isinstance(p.default, (cst.List, cst.Tuple)) and not owner.assigned.get(expr.value) \
             and _table(p.default)
     values = owner.assigned.get(expr.value, [])
-    if len(values) != 1:
-        return False
-    value = values[0]
-    if isinstance(value, cst.Call) and len(value.args) == 1 and value.args[0].keyword is None \
-            and model.resolve(value.func, owner) in _ARRAY_OF_LITERAL:
-        value = value.args[0].value  # `sizes = np.array([16, 32, 64])`: the same table as an array
-    return isinstance(value, (cst.Dict, cst.List, cst.Tuple)) and _table(value)
-
-
-# Calls that make an array of a literal list as it is written (no arithmetic on it).
-_ARRAY_OF_LITERAL = frozenset({"numpy.array", "numpy.asarray", "jax.numpy.array", "jax.numpy.asarray"})
+    return len(values) == 1 and isinstance(values[0], (cst.Dict, cst.List, cst.Tuple)) and _table(values[0])
 
 
 def _table(expr: Union[cst.Dict, cst.List, cst.Tuple]) -> bool:
