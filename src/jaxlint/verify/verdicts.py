@@ -6,6 +6,7 @@ import builtins
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from . import checks
@@ -14,10 +15,30 @@ from .inputs import SHAPE_VARIANTS, WIDE_VARIANT, CannotBuild
 from .reach import JIT_LIKE, has_self
 
 
+@dataclass
+class _Run:
+    """One candidate's run, kept to fall back on when no later candidate reaches a flagged line: what it
+    ran (`result`: reached, exc, lines, sig, call_args, call, key_run) and the worker's state it left."""
+
+    result: tuple
+    instance: Any
+    omitted: list[str]
+    guessed: list[str]
+    widened: bool
+    raised: dict
+
+    def restore(self, worker: "Judging") -> tuple:
+        worker.current_instance, worker.omitted, worker.guessed = self.instance, self.omitted, self.guessed
+        worker.widened, worker.observer.raised = self.widened, self.raised
+        return self.result
+
+
 class Judging:
     """The part of the worker that traces, runs and classifies (mixed into `Worker`)."""
 
     key_checker = "running {sig} with jax_debug_key_reuse"  # how the last key-reuse check ran, for evidence
+    flags_off: frozenset[str]  # (set by the worker: flags built False while judging, see `Inputs`)
+    flags_built: list[str]  # the flags built while judging the current group
 
     def verify_group(self, target: dict[str, Any], findings: list[dict[str, Any]]) -> None:
         import jax
@@ -35,7 +56,7 @@ class Judging:
         call_args: tuple[list, dict] = ([], {})
         key_run: Optional[tuple[Optional[BaseException], dict]] = None
         flagged = {(f.get("path", self.path), n) for f in findings for n in range(f["line"], f["end_line"] + 1)}
-        fallback: Optional[dict[str, Any]] = None
+        fallback: Optional[_Run] = None
         last = len(SHAPE_VARIANTS) - 1
         self.run_errors: list[BaseException] = []  # (which flags led to them: see the worker's `_other_flags`)
         for variant in range(len(SHAPE_VARIANTS)):
@@ -50,8 +71,8 @@ class Judging:
                 trace, call, cached = self.callables(reached, target)
                 inputs = self.inputs(variant, batch=batch, plain=plain, lead=1 if target["transform"] == "pmap" else 2)
                 args, kwargs, sig = self.call_args(reached, inputs, statics)
-                off = getattr(self, "flags_off", frozenset())
-                shown = sorted({n for n in getattr(self, "flags_built", []) if "*" in off or n in off})
+                off = self.flags_off
+                shown = sorted({n for n in self.flags_built if "*" in off or n in off})
                 if shown:
                     sig += " with `" + "`, `".join(shown) + "` False"
             except CannotBuild as e:
@@ -77,18 +98,13 @@ class Judging:
                 break
             if fallback is None and (exc is None or checks.is_jax_error(exc)):
                 # Where the search stopped before: kept, should no other candidate reach a flagged line.
-                fallback = dict(reached=reached, exc=exc, lines=lines, sig=sig, call_args=call_args, call=call,
-                                key_run=key_run, instance=reached.instance, omitted=inputs.omitted,
-                                guessed=inputs.guessed, widened=self.widened, raised=dict(self.observer.raised))
+                fallback = _Run((reached, exc, lines, sig, call_args, call, key_run), reached.instance,
+                                inputs.omitted, inputs.guessed, self.widened, dict(self.observer.raised))
             # maybe the inputs had the wrong rank or kind, or steered the body past the flagged lines:
             # try the next candidate
         if fallback is not None and (problem is not None or not self._decides(findings, flagged, exc, lines)):
             problem = None
-            reached, exc, lines, sig = fallback["reached"], fallback["exc"], fallback["lines"], fallback["sig"]
-            call_args, call, key_run = fallback["call_args"], fallback["call"], fallback["key_run"]
-            self.current_instance, self.omitted = fallback["instance"], fallback["omitted"]
-            self.guessed, self.widened = fallback["guessed"], fallback["widened"]
-            self.observer.raised = fallback["raised"]
+            reached, exc, lines, sig, call_args, call, key_run = fallback.restore(self)
         if problem is not None or reached is None:
             self.results.rest(findings, "unverified", problem or "no inputs could be built")
             return
