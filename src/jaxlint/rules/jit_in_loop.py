@@ -1195,7 +1195,7 @@ def _captured(fn: FunctionInfo, outer: FunctionInfo, where: Where) -> frozenset[
     for g in where.model.functions:
         if g.node is not None and contains(node, g.node):
             inner |= g.local_names
-    return frozenset(names_in(node, keywords=False) - inner)
+    return frozenset(names_in(node) - inner)
 
 
 def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope, nested: bool = True) -> bool:

@@ -11,9 +11,9 @@ from .model import ModuleModel
 from .scopes import FunctionInfo, LoopInfo, Scope
 
 
-def names_in(node: cst.CSTNode, keywords: bool = True) -> set[str]:
-    """Every name read under `node` (the roots of attribute chains, not the attributes); without
-    `keywords`, not the keyword names of calls (`f(x=1)` reads no `x`)."""
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every name read under `node` (the roots of attribute chains, not the attributes, nor the keyword
+    names of calls: `f(x=1)` reads no `x`)."""
     out: set[str] = set()
     stack = [node]
     while stack:
@@ -22,7 +22,7 @@ def names_in(node: cst.CSTNode, keywords: bool = True) -> set[str]:
             out.add(n.value)
         elif isinstance(n, cst.Attribute):
             stack.append(n.value)
-        elif not keywords and isinstance(n, cst.Arg):
+        elif isinstance(n, cst.Arg):
             stack.append(n.value)
         else:
             stack.extend(iter_children(n))
