@@ -675,7 +675,8 @@ class JitInLoop(Rule):
     Nor are passes that must compile anyway or that keep what they build: a jitted function stored
     past its pass (a table filled in a setup loop) that reads nothing changing between passes (a name
     each pass binds afresh from the same value, `f = jax.vmap(step); f = jax.vmap(f)`, does not change); jit
-    options or a static argument that take (a value computed from) the pass's item; a loop over arrays
+    options (or the options of a transform the jit wraps, `jax.jit(jax.vmap(f, in_axes=axes))` with the axes
+    worked out on each pass) or a static argument that take (a value computed from) the pass's item; a loop over arrays
     of different shapes, or over sizes (a table, or the list a parameter defaults to) the jitted function
     is called with arrays of; the item used as the index of a returned tuple; a jitted def that calls a
     function its enclosing function builds from a factory on each call (an optimizer's update); a

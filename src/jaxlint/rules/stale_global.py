@@ -105,7 +105,9 @@ class StaleGlobal(Rule):
     fields every update carries over) is not stale when the loop only updates that state from itself
     (`state, metrics = train_step(state, batch)`). A loop whose every call of the function passes an
     array it slices anew on each pass by a bound from its own variable (`prefix = ys[:, :int(n * frac)]`
-    for each stage's `frac`) feeds new shapes, so each pass traces again and sees the name as it is then.
+    for each stage's `frac`) feeds new shapes, so each pass traces again and sees the name as it is then;
+    so does a loop that passes its counter (`for i in range(n)`, or the items of a literal table of distinct
+    constants) as a static argument of the function (`static_argnums`): every pass misses the cache.
     A name the function only hands to a parameter its
     callee (a def of the module) never reads changes nothing and is not reported. A setter that binds the global only to a module it imports (a lazy import)
     sets the same object every time. A loader that works once per process (its first statement returns
