@@ -258,7 +258,7 @@ def _negated_conjuncts(test: cst.BaseExpression) -> list[str]:
 
 
 
-def _options_vary(jit: cst.Call, loop: LoopInfo, where: Optional[Where] = None) -> bool:
+def _options_vary(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
     """Whether the options of a jit call or decorator (`jax.jit(f, out_shardings=s)`,
     `@partial(jax.jit, out_shardings=s)`), or of a transform it wraps (`jax.jit(jax.vmap(f, in_axes=axes))`),
     read a name the loop binds: each pass asks for a different program (another sharding, donation, static
@@ -266,7 +266,7 @@ def _options_vary(jit: cst.Call, loop: LoopInfo, where: Optional[Where] = None) 
     varying = _bound_in_loop(loop)
     if any(a.keyword is not None and names_in(a.value) & varying for a in jit.args):
         return True
-    inner = jit.args[0].value if where is not None and jit.args and jit.args[0].keyword is None else None
+    inner = jit.args[0].value if jit.args and jit.args[0].keyword is None else None
     for _ in range(3):
         if not (isinstance(inner, cst.Call) and where.resolve(inner.func) in where.model.transforms):
             return False
@@ -1129,7 +1129,7 @@ class JitInLoop(Rule):
         if loop is None:
             self._check_def_in_called_function(node, fn, where)
             return
-        if isinstance(node.decorator, cst.Call) and _options_vary(node.decorator, loop):
+        if isinstance(node.decorator, cst.Call) and _options_vary(node.decorator, loop, where):
             return  # `@partial(jax.jit, out_shardings=s)` with `s` made on each pass: one program per pass
         if fn is not None and (self._factory_bound(_free_names(fn.node, fn), where, loop)
                                or self._captures_item(cst.Name(fn.name), where, loop)

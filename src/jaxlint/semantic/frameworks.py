@@ -213,7 +213,7 @@ class Frameworks:
         try:
             found = []
             for call, scope, lead in self.callers().get(id(fn), []):
-                arg = argument_for(call, fn, name, lead)
+                arg = _argument_for(call, fn, name, lead)
                 if arg is not None:
                     found.append(self.instance_class(arg, scope, depth + 1))
             known = [c for c in found if c is not None]
@@ -727,7 +727,7 @@ def _method_name(expr: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def argument_for(call: cst.Call, fn: "FunctionInfo", name: str, lead: int = 0) -> Optional[cst.BaseExpression]:
+def _argument_for(call: cst.Call, fn: "FunctionInfo", name: str, lead: int) -> Optional[cst.BaseExpression]:
     """The argument a call passes for parameter `name` of `fn` (plain positional and keyword arguments only)."""
     positional = [p.name for p in fn.params if p.index is not None]
     i = 0
