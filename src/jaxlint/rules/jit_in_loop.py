@@ -10,7 +10,7 @@ from ..findings import Fix
 from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
-from ..semantic.traced import _filled
+from ..semantic.traced import filled_args
 from ..semantic.loops import (
     clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, loop_levels,
     loop_statements, names_in, repeating, restarts_each_pass,
@@ -1060,7 +1060,7 @@ class JitInLoop(Rule):
                 # `iter` reads the caller's `train_state`, which the loop rebinds: a jit made once would keep the
                 # first pass's value baked in (stale), so each pass must trace its own program anyway
                 continue
-            filled = (_filled(fn, 0, call.args) or {}) if static or closed else {}
+            filled = (filled_args(fn, 0, call.args) or {}) if static or closed else {}
             objects = _per_pass_objects(loop, where, scope) if closed else frozenset()
             if not any(p in static and from_item(a.value, loop) or p in closed and _python_item(a.value, loop)
                        or p in closed and isinstance(a.value, cst.Name) and a.value.value in objects

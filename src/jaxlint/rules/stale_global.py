@@ -11,7 +11,7 @@ from ..semantic.scopes import never_mentioned
 from ..syntax import _is_const, _is_literal, _target_names, descendants, dotted, iter_children
 from ..semantic.loops import clears_caches, distinct_constants, loop_invariant, loop_statements, names_in
 from ..semantic.uses import ModuleUses, Uses, def_window
-from ..semantic.traced import _filled
+from ..semantic.traced import filled_args
 from .base import Report, Rule, Where, tracing_phrase
 
 
@@ -518,7 +518,7 @@ def _static_item_each_pass(call: cst.Call, loop: LoopInfo, fn: FunctionInfo, mod
     counter = node.target.value
     if len(loop.bound.get(counter, [])) > 1:
         return False  # (rebound in the body too: no longer one value per pass)
-    filled = _filled(fn, 0, call.args) or {}
+    filled = filled_args(fn, 0, call.args) or {}
     return any(fn.param(name) is not None and name not in fn.traced_params
                and isinstance(a.value, cst.Name) and a.value.value == counter for name, a in filled.items())
 

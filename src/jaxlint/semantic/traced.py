@@ -454,7 +454,7 @@ class _Tracer:
             # what each parameter holds: a tracer when the transform is given it, else its default
             caller, bound_vals = bound_values or (None, {})
             kinds: dict[str, object] = {}
-            applied = _filled(fn, offset, application.args) if application is not None else None
+            applied = filled_args(fn, offset, application.args) if application is not None else None
             for p in fn.params:
                 if p.star or (offset == 0 and fn.is_method and p is fn.params[0]):
                     continue
@@ -826,7 +826,7 @@ def _solve_idents(f: FunctionInfo) -> dict[str, frozenset[str]]:
             merged.setdefault(name, set()).update(kinds)  # type: ignore[arg-type]
 
     for caller, offset, bound, args in f.flag_sites.values():
-        given = _filled(f, offset, args)
+        given = filled_args(f, offset, args)
         for p in f.params:
             if p.star:
                 continue
@@ -882,7 +882,7 @@ def _partial_bound_traced(m: ModuleModel, fexpr: cst.BaseExpression, fn: Functio
     if ref is not None and ref.fn is fn:
         offset = ref.offset
     values = Values(m, site_fn)
-    given = _filled(fn, offset, [a for a in fexpr.args[1:] if not a.star]) or {}
+    given = filled_args(fn, offset, [a for a in fexpr.args[1:] if not a.star]) or {}
     for name, a in given.items():
         if fn.param(name) is not None and values.traced_at(a.value, fexpr):
             out.add(name)
@@ -942,7 +942,7 @@ def solve_containers(functions: list[FunctionInfo], m: Optional["ModuleModel"] =
             break
 
 
-def _filled(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]:
+def filled_args(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]:
     """Which argument of a call fills each parameter it names or reaches by position (after `offset`
     positional parameters a `partial` bound), for arguments as `ArgInfo`s or `cst.Arg`s; None when the
     call spreads `*xs`/`**kw` (which parameter gets what is then not known)."""
@@ -962,14 +962,14 @@ def _filled(callee: FunctionInfo, offset: int, args) -> Optional[dict[str, Any]]
 
 def _site_containers(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
                      caller: Optional[FunctionInfo] = None) -> set[str]:
-    given = _filled(callee, offset, args) or {}
+    given = filled_args(callee, offset, args) or {}
     return {name for name, a in given.items() if name not in bound and (
         a.container or a.name is not None and caller is not None and a.name in caller.site_containers)}
 
 
 def _site_truths(callee: FunctionInfo, offset: int, bound: frozenset[str], args: tuple[ArgInfo, ...],
                  caller: Optional[FunctionInfo]) -> dict[str, Optional[bool]]:
-    given = _filled(callee, offset, args)
+    given = filled_args(callee, offset, args)
     if given is None:
         return {}
     out: dict[str, Optional[bool]] = {}
@@ -1011,7 +1011,7 @@ def _given_by(fn: FunctionInfo, args: tuple[ArgInfo, ...]) -> set[str]:
     """Parameters a call from another file gives a value that cannot be None: a traced value (a tracer is
     never None), and every parameter without a default; with `*xs`/`**kw`, only the latter are known."""
     out = {p.name for p in fn.params if not p.has_default and not p.star}
-    given = _filled(fn, 0, args) or {}
+    given = filled_args(fn, 0, args) or {}
     return out | {name for name, a in given.items() if a.traced or a.array or a.argument}
 
 
@@ -1023,7 +1023,7 @@ def _note_left_none(fn: FunctionInfo, names: set[str]) -> None:
 def _left_none(fn: FunctionInfo, offset: int, bound: frozenset[str], args) -> set[str]:
     """Parameters defaulting to None that a call (with what a `partial` bound) leaves None: leaves out, or
     gives a literal None; none when it spreads `*xs`/`**kw`."""
-    given = _filled(fn, offset, args)
+    given = filled_args(fn, offset, args)
     if given is None:
         return set()
     bound_pos = {p.name for p in fn.params if p.index is not None and p.index < offset}
