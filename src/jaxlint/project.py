@@ -69,6 +69,7 @@ class ProjectIndex:
         self._python_params: dict[str, dict[str, tuple[tuple[str, Optional[int]], ...]]] = {}  # per file: parameters declared Python values
         self._switch_fns: dict[str, dict[str, tuple[str, Optional[int], bool, bool]]] = {}  # per file: see ModuleModel.field_switch
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
+        self._int_consts: dict[str, dict[str, int]] = {}  # per file: module-level names bound once to an integer
         # Files that parse but whose summaries could not be computed, with the fault: each such file tells
         # the others nothing (its classes, static helpers, key-consuming functions), so tests watch this.
         self.faults: dict[str, str] = {}
@@ -171,6 +172,7 @@ class ProjectIndex:
         self._python_params[path] = {}
         self._switch_fns[path] = {}
         self._key_fns[path] = {}
+        self._int_consts[path] = {}
         self._reading.append(path)
         try:
             self._model(path)
@@ -207,6 +209,7 @@ class ProjectIndex:
             self._python_params[path] = model.python_parameters()
             self._switch_fns[path] = model.field_switches()
             self._key_fns[path] = module_key_params(model)
+            self._int_consts[path] = model.int_constants()
         except (OSError, UnicodeError, cst.ParserSyntaxError):
             pass  # a file that cannot be read or parsed tells nothing
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
@@ -507,7 +510,7 @@ class ProjectIndex:
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,
                               field_switch=summary(self._switch_fns),
-                              numpy_alias=returns("numpy_alias"))
+                              numpy_alias=returns("numpy_alias"), int_constant=summary(self._int_consts))
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

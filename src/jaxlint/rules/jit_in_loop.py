@@ -977,7 +977,7 @@ class JitInLoop(Rule):
                 self._stored.add(id(node.value))
 
     def visit_Call(self, node: cst.Call, where: Where) -> None:
-        loop = repeating(where.loop)  # (`for i in range(1):` runs its body once)
+        loop = repeating(where.loop, where.model)  # (`for i in range(1):` runs its body once)
         func = node.func
         if loop is not None and isinstance(func, cst.Attribute) and func.attr.value in ("append", "add") \
                 and len(node.args) == 1:
@@ -1039,7 +1039,7 @@ class JitInLoop(Rule):
         that rebind, pass by pass, one of the names `captured` (read by the jitted def from around `fn`)."""
         model = where.model
         for call, scope, loop in model.all_calls:
-            loop = repeating(loop)
+            loop = repeating(loop, where.model)
             if loop is None:
                 continue
             func = call.func
@@ -1120,7 +1120,7 @@ class JitInLoop(Rule):
         )
 
     def visit_Decorator(self, node: cst.Decorator, where: Where) -> None:
-        loop = repeating(where.loop)
+        loop = repeating(where.loop, where.model)
         got = where.model.transform_of(node.decorator, where.scope)
         if got is None or got[0].kind not in ("jit", "pjit", "pmap", "filter_jit"):
             return

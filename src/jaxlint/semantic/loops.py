@@ -232,9 +232,10 @@ def from_item(expr: cst.BaseExpression, loop: LoopInfo, depth: int = 0) -> bool:
     return False
 
 
-def single_pass(loop: LoopInfo) -> bool:
+def single_pass(loop: LoopInfo, model: Optional[ModuleModel] = None) -> bool:
     """A `for` over exactly one item, written so: `range(1)`, `range(k, k + 1)` with literal bounds (or
-    names bound once to them: `repeat = 1`), a one-element list or tuple literal. Its body runs once,
+    names bound once to them: `repeat = 1`; with `model`, also module constants of this file or imported
+    from another: `from .settings import trials`), a one-element list or tuple literal. Its body runs once,
     like straight-line code."""
     node = loop.node
     if not isinstance(node, cst.For):
@@ -244,7 +245,8 @@ def single_pass(loop: LoopInfo) -> bool:
         return len(it.elements) == 1 and not isinstance(it.elements[0], cst.StarredElement)
     if isinstance(it, cst.Call) and dotted(it.func) == "range" and 1 <= len(it.args) <= 2 \
             and all(a.keyword is None and not a.star for a in it.args):
-        bounds = [_int_value(a.value, loop.scope) for a in it.args]
+        bounds = [_int_value(a.value, loop.scope) if model is None else model.int_value(a.value, loop.scope)
+                  for a in it.args]
         if any(b is None for b in bounds):
             return False
         return (bounds[0] == 1) if len(bounds) == 1 else (bounds[1] - bounds[0] == 1)  # type: ignore[operator]
@@ -261,9 +263,9 @@ def _int_value(e: cst.BaseExpression, scope: Scope) -> Optional[int]:
     return int(e.value, 0) if isinstance(e, cst.Integer) else None
 
 
-def repeating(loop: Optional[LoopInfo]) -> Optional[LoopInfo]:
+def repeating(loop: Optional[LoopInfo], model: Optional[ModuleModel] = None) -> Optional[LoopInfo]:
     """The innermost loop around a place that runs more than once (single-pass loops do not count)."""
-    while loop is not None and single_pass(loop):
+    while loop is not None and single_pass(loop, model):
         loop = loop.parent
     return loop
 

@@ -1152,6 +1152,35 @@ class ModuleModel:
                 if len(values) == 1 and values[0] is not None and self._admits_numpy(values[0]))
         return found
 
+    def int_constants(self) -> dict[str, int]:
+        """Module-level names bound once, by module code, to an integer literal (`trials = 1`) that no other
+        given file sets (`backend.trials = 5`): what another file importing them reads."""
+        found = {}
+        for name, values in self.root.assigned.items():
+            if len(values) == 1 and isinstance(values[0], cst.Integer) and self.bound_once(name) \
+                    and self.project is not None and not self.project.set_elsewhere(name):
+                found[name] = int(values[0].value, 0)
+        return found
+
+    def int_value(self, e: cst.BaseExpression, scope: Scope) -> Optional[int]:
+        """An integer literal, or a name bound once to one: in the scope that binds it (`repeat = 1`), at
+        module level, or in another project file it is imported from (`from .settings import trials`)."""
+        if isinstance(e, cst.Integer):
+            return int(e.value, 0)
+        if not isinstance(e, cst.Name):
+            return None
+        owner = self.owner_of(e.value, scope)
+        if owner is self.root and e.value in self.root.imports and e.value not in self.root.assigned:
+            qual = self.resolve(e, scope)
+            return self.project.int_constant(qual) if qual is not None and self.project is not None else None
+        if owner is None or (owner is self.root and not self.bound_once(e.value)):
+            return None
+        values = owner.assigned.get(e.value, [])
+        if len(values) != 1 or len(owner.bind_order.get(e.value, [])) != 1 \
+                or (isinstance(owner, FunctionInfo) and owner.param(e.value) is not None):
+            return None
+        return int(values[0].value, 0) if isinstance(values[0], cst.Integer) else None
+
     def _admits_numpy(self, e: cst.BaseExpression) -> bool:
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.BitOr):
             return self._admits_numpy(e.left) or self._admits_numpy(e.right)

@@ -164,6 +164,8 @@ class ProjectClasses:
     # Whether a name of another project file is a type alias admitting a NumPy array
     # (`Array = Union[np.ndarray, jax.Array]`): what it annotates may be a mutable NumPy array.
     numpy_alias: "Callable[[str], bool]" = lambda qualname: False
+    # A module-level name of another project file bound once to an integer literal (`trials = 1`): its value.
+    int_constant: "Callable[[str], Optional[int]]" = lambda qualname: None
 
 
 @dataclass(eq=False)
