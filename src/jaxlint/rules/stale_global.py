@@ -118,7 +118,11 @@ class StaleGlobal(Rule):
     (`load_tables()` in the setup code), is initialised, not rebound: before the loader runs it holds
     nothing a trace could compute with, and each run of the loader loads the same. A module flag that
     switches jit off (a function of the module returns its argument unjitted when the flag is set, and
-    `jax.jit` of it otherwise) is a debugging mode, not state: with it set nothing is cached.
+    `jax.jit` of it otherwise) is a debugging mode, not state: with it set nothing is cached. A method of
+    a class whose only instances are made by module code, each bound once to a name used only to call its
+    methods there (`gp = Regressor(...)`, `gp.fit(...)`, `jax.vmap(gp.predict)(xs)`), runs only at the
+    calls of that method and of the methods that call it through `self`: a rebinding that comes before
+    all of them (or after all of them) is not seen stale.
 
     ## References
     - https://docs.jax.dev/en/latest/notebooks/Common_Gotchas_in_JAX.html#pure-functions
@@ -284,6 +288,12 @@ class StaleGlobal(Rule):
         if found is None:
             return None
         name, closure = found
+        cls = model.root.classes.get(name)
+        if cls is not None and fn.parent is cls and stop is None:
+            # a method of a class the module makes instances of: where those instances' methods are called
+            by_instance = self._module_uses(model).method_uses(cls, fn)
+            if by_instance is not None:
+                return by_instance
         uses = self._module_uses(model).uses(name, stop)
         if uses is not None and closure:
             uses.lasting = True  # a closure made by a call may be kept and run later

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from ..jaxapi import LAX_BODIES
-from ..syntax import iter_children, only_called
+from ..syntax import descendants, iter_children, only_called
 from .model import ModuleModel
 from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope, called_only_by_parent
 
@@ -242,6 +242,51 @@ class ModuleUses:
                 site.cached = True  # `@jax.jit def step`: every call of it goes through the cache
                 site.made = site.made_loop = None  # (its own cache, whatever wraps it: `jax.grad(step)`)
         return found
+
+    def method_uses(self, cls: ClassInfo, method: FunctionInfo) -> Optional[Uses]:
+        """The module-level calls that can run `method` of the module-level class `cls`, when every use of
+        the class is module code making one instance bound once to a name (`gp = Regressor(...)`) and every
+        use of that name reads a method of it there (`gp.fit(...)`, `jax.vmap(gp.predict)(xs)`): the calls
+        of `method` and of the methods that call it through `self`. None when the instances may be used
+        elsewhere (stored, handed on whole, read by a function): they may then run it at any later time."""
+        model, root = self.model, self.model.root
+        names: set[str] = set()
+        for r in self.refs.get(cls.name, []):
+            if _inside(r.scope, cls):
+                continue  # (the class naming itself inside its body)
+            if r.kind != "call" or r.scope is not root or r.alias is None or not model.bound_once(r.alias):
+                return None
+            names.add(r.alias)
+        if not names:
+            return None
+        runs = {method.name}  # the methods that can run `method`: it, and those calling it through `self`
+        methods = [f for f in cls.defs.values() if f.is_method and f.params]
+        grew = True
+        while grew:
+            grew = False
+            for f in methods:
+                if f.name in runs:
+                    continue
+                me = f.params[0].name
+                if any(isinstance(n, cst.Attribute) and n.attr.value in runs and isinstance(n.value, cst.Name)
+                       and n.value.value == me for n in descendants(f.node)):
+                    runs.add(f.name)
+                    grew = True
+        cached = any((t := model.transform_of(d.decorator, cls)) is not None and t[0].cached for d in method.decorators)
+        out = Uses()
+        seen = 0
+        for call, scope, loop in model.all_calls:
+            if scope is not root:
+                continue
+            for part, handed in [(call.func, False), *((a.value, True) for a in call.args)]:
+                if isinstance(part, cst.Attribute) and isinstance(part.value, cst.Name) and part.value.value in names:
+                    seen += 1
+                    if part.attr.value in runs:
+                        stamp = model.call_order.get(id(call), 0)
+                        out.sites.append(Site(root, stamp, loop, cached or handed))
+                        out.lasting = out.lasting or (handed and not self._immediate(call, root))
+        mentions = sum(1 for n in descendants(model.module) if isinstance(n, cst.Name) and n.value in names)
+        return out if seen == mentions - len(names) else None
 
     def _uses_of(self, name: str, stop: Optional[FunctionInfo], busy: frozenset[str], entity: Optional[Scope]
                  ) -> Optional[Uses]:
