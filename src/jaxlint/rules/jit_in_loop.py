@@ -351,12 +351,28 @@ def _on_own_instance(func: cst.Attribute, fn: FunctionInfo, scope: Scope, where:
     return caller is not None and fn.cls is not None and where.model.class_of(func.value, caller) is fn.cls
 
 
-def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
+def _inner_free(fn: FunctionInfo, where: Where) -> set[str]:
+    """The names a def reads from around it: not its own locals, nor those of the defs and comprehensions
+    nested in it (`def body(carry, _): state, key = carry` binds `state` for itself)."""
+    node = fn.node
+    assert node is not None
+    inner: set[str] = set(fn.local_names)
+    for n in descendants(node):
+        if isinstance(n, cst.CompFor):
+            inner.update(_target_names(n.target))
+    for g in where.model.functions:
+        if g.node is not None and g is not fn and contains(node, g.node):
+            inner |= g.local_names
+    return _free_names(node, fn) - inner
+
+
+def _closure_params(fn: FunctionInfo, outer: FunctionInfo, where: Optional[Where] = None) -> frozenset[str]:
     """The parameters of `outer` that its nested def `fn` reads: itself, through the names `outer` binds
-    from them (`n2 = 2 * n`), or through the other defs of `outer` it calls."""
+    from them (`n2 = 2 * n`), or through the other defs of `outer` it calls. With `where`, the names the
+    defs nested in `fn` bind for themselves are not read from `outer`."""
     params = {p.name for p in outer.params}
     seen: set[str] = set()
-    todo = sorted(_free_names(fn.node, fn))
+    todo = sorted(_inner_free(fn, where) if where is not None else _free_names(fn.node, fn))
     found: set[str] = set()
     while todo and len(seen) < 200:
         name = todo.pop()
@@ -369,7 +385,7 @@ def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
         inner = outer.defs.get(name)
         if inner is not None:
             if inner is not fn:
-                todo.extend(sorted(_free_names(inner.node, inner)))
+                todo.extend(sorted(_inner_free(inner, where) if where is not None else _free_names(inner.node, inner)))
             continue
         for b in outer.bindings(name):
             if b.value is not None:
@@ -1199,7 +1215,7 @@ class JitInLoop(Rule):
         closed = _closure_params(fn, outer)
         captured = _captured(fn, outer, where)
         # `outer(n_atoms=n)` where `fn` closes over `n_atoms: int`: each call bakes in that pass's Python value
-        declared = closed & where.model.declared_python_params(outer)
+        declared = _closure_params(fn, outer, where) & where.model.declared_python_params(outer)
         caller = self._loop_caller(outer, where, by_attribute=False, static=static, closed=closed, captured=captured,
                                    declared=declared)
         if caller is None:
