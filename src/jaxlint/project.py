@@ -62,6 +62,7 @@ class ProjectIndex:
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._tracer_fns: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
+        self._plain_fns: dict[str, frozenset[str]] = {}  # per file: module-level defs (not classes)
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
         self._field_fns: dict[str, frozenset[str]] = {}  # per file: functions returning a static field declaration
         self._numpy_aliases: dict[str, frozenset[str]] = {}  # per file: type aliases that admit a NumPy array
@@ -144,7 +145,8 @@ class ProjectIndex:
     def functions(self, module: str, kind: str) -> frozenset[str]:
         """A module's functions that return only Python values (`kind` "static"), are annotated to
         return a container ("container"), register the
-        class they are given as a pytree ("registers"), decorate a function to run it in a host callback
+        class they are given as a pytree ("registers"), are module-level defs at all ("plain"), decorate a
+        function to run it in a host callback
         ("host"), or return a static field declaration ("field"); or its type aliases admitting a NumPy
         array ("numpy_alias")."""
         path = self.path_of(module)
@@ -152,7 +154,7 @@ class ProjectIndex:
             return frozenset()
         self._read(path)
         return {"static": self._static_fns, "container": self._container_fns,
-                "registers": self._register_fns, "host": self._host_fns, "field": self._field_fns,
+                "registers": self._register_fns, "plain": self._plain_fns, "host": self._host_fns, "field": self._field_fns,
                 "numpy_alias": self._numpy_aliases}[kind][path]
 
     def _read(self, path: str) -> None:
@@ -165,6 +167,7 @@ class ProjectIndex:
         self._container_fns[path] = frozenset()
         self._tracer_fns[path] = {}
         self._register_fns[path] = frozenset()
+        self._plain_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
         self._field_fns[path] = frozenset()
         self._numpy_aliases[path] = frozenset()
@@ -202,6 +205,7 @@ class ProjectIndex:
             self._container_fns[path] = model.container_returning()
             self._tracer_fns[path] = model.tracer_testing()
             self._register_fns[path] = model.registering()
+            self._plain_fns[path] = model.plain_functions()
             self._host_fns[path] = model.host_decorators()
             self._field_fns[path] = model.static_field_makers()
             self._numpy_aliases[path] = model.numpy_aliases()
@@ -510,7 +514,8 @@ class ProjectIndex:
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,
                               field_switch=summary(self._switch_fns),
-                              numpy_alias=returns("numpy_alias"), int_constant=summary(self._int_consts))
+                              numpy_alias=returns("numpy_alias"), int_constant=summary(self._int_consts),
+                              plain_function=returns("plain"))
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..edits import Edit, hoist_before
 from ..findings import Fix
-from ..jaxapi import DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
+from ..jaxapi import CALLBACKS, DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
 from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import filled_args
@@ -351,12 +351,28 @@ def _on_own_instance(func: cst.Attribute, fn: FunctionInfo, scope: Scope, where:
     return caller is not None and fn.cls is not None and where.model.class_of(func.value, caller) is fn.cls
 
 
-def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
+def _inner_free(fn: FunctionInfo, where: Where) -> set[str]:
+    """The names a def reads from around it: not its own locals, nor those of the defs and comprehensions
+    nested in it (`def body(carry, _): state, key = carry` binds `state` for itself)."""
+    node = fn.node
+    assert node is not None
+    inner: set[str] = set(fn.local_names)
+    for n in descendants(node):
+        if isinstance(n, cst.CompFor):
+            inner.update(_target_names(n.target))
+    for g in where.model.functions:
+        if g.node is not None and g is not fn and contains(node, g.node):
+            inner |= g.local_names
+    return _free_names(node, fn) - inner
+
+
+def _closure_params(fn: FunctionInfo, outer: FunctionInfo, where: Optional[Where] = None) -> frozenset[str]:
     """The parameters of `outer` that its nested def `fn` reads: itself, through the names `outer` binds
-    from them (`n2 = 2 * n`), or through the other defs of `outer` it calls."""
+    from them (`n2 = 2 * n`), or through the other defs of `outer` it calls. With `where`, the names the
+    defs nested in `fn` bind for themselves are not read from `outer`."""
     params = {p.name for p in outer.params}
     seen: set[str] = set()
-    todo = sorted(_free_names(fn.node, fn))
+    todo = sorted(_inner_free(fn, where) if where is not None else _free_names(fn.node, fn))
     found: set[str] = set()
     while todo and len(seen) < 200:
         name = todo.pop()
@@ -369,7 +385,7 @@ def _closure_params(fn: FunctionInfo, outer: FunctionInfo) -> frozenset[str]:
         inner = outer.defs.get(name)
         if inner is not None:
             if inner is not fn:
-                todo.extend(sorted(_free_names(inner.node, inner)))
+                todo.extend(sorted(_inner_free(inner, where) if where is not None else _free_names(inner.node, inner)))
             continue
         for b in outer.bindings(name):
             if b.value is not None:
@@ -661,8 +677,9 @@ class JitInLoop(Rule):
     ## Known limitations
     A callable returned by a factory function (`jax.jit(make_step(cfg))`) is not flagged, nor is
     `obj.attr` unless `obj` is `self` or was built by a constructor call (`model = MLP(...)`):
-    attributes of other objects may be plain functions, the same object on every access. A loop over
-    configurations whose item the callable captures — a literal list of constants
+    attributes of other objects may be plain functions, the same object on every access. A def of the
+    project named like a class (`net = TransformedNet(...)`, a def returning a Haiku `Transformed`) is
+    no constructor. A loop over configurations whose item the callable captures — a literal list of constants
     (`for mode in ("train", "eval"): jax.jit(partial(step, mode=mode))`) or a table of settings
     written in the code, or names the code uses as dict keys or attribute names — builds one program
     per item by design and is not flagged; nor is a function that jits a def and is called once per
@@ -691,8 +708,14 @@ class JitInLoop(Rule):
     jit hoisted out of the loop would keep the first pass's values. Nor is a jitted function that captures
     an object each pass builds anew from a class (`for label, solver in [("a", dfx.Tsit5()), ("b",
     dfx.Kvaerno5(...))]`, or `env = LogWrapper(Env(name))` handed to the function that jits a rollout): it
-    is a different program on each pass, and the object is no array that could be passed instead. A
-    captured number or array still is flagged: it could be an argument.
+    is a different program on each pass, and the object is no array that could be passed instead. The
+    same holds for a jitted def inside a function that a loop calls once per case, when the def (or a def
+    it calls or hands on, `lax.fori_loop(0, n, body, u)`) uses an object the function builds from its
+    arguments with a project class that is no pytree (`ops = Stencil(spacing=dx)`), or closes over a
+    parameter the function declares a Python value (`n_cells: int`) that the loop gives its item. Nor is
+    a jitted function that hands text new on each pass (`answers = []`, filled with `raw.decode()`) to
+    the Python function of a host callback: text is neither an argument nor an operand. A captured
+    number or array still is flagged: it could be an argument.
 
     ## References
     - https://docs.jax.dev/en/latest/jit-compilation.html#caching
@@ -761,6 +784,8 @@ class JitInLoop(Rule):
                 value.func.value if isinstance(value.func, cst.Name) else "")
             if not (callee[:1].isupper() or callee in model.root.classes):
                 return False
+            if model.is_plain_function(value.func, where.scope):
+                return False  # `TransformedNet(**kw)`, a def of the project: it returns what it returns
         return True
 
     # ---- passes that must compile anyway ----------------------------------------------------
@@ -950,6 +975,8 @@ class JitInLoop(Rule):
                 return True  # `{a: jax.jit(sampler(a)) for a in agents}`: a table of distinct jitted functions
         ref = where.model.resolve_callable(callable_, where.scope) if isinstance(callable_, (cst.Name, cst.Lambda)) else None
         fn = ref.fn if ref is not None else None
+        if _host_only_per_pass(callable_, fn, where, loop):
+            return True  # `host_callback.call(partial(check, cases=cases), x)` with this pass's `cases`
         if _reads_rebound_global(_free_names(callable_, fn), where, loop):
             return True  # `jax.jit(jax.vmap(train))` where `train` reads the `config` this loop rebinds
         return self._factory_bound(_free_names(callable_, fn), where, loop) is not None
@@ -1032,11 +1059,13 @@ class JitInLoop(Rule):
 
     def _loop_caller(self, fn: FunctionInfo, where: Where, by_attribute: bool,
                      static: frozenset[str] = frozenset(), closed: frozenset[str] = frozenset(),
-                     captured: frozenset[str] = frozenset()) -> Optional[str]:
+                     captured: frozenset[str] = frozenset(), declared: frozenset[str] = frozenset()) -> Optional[str]:
         """Where `fn` is called inside a loop of this module (by name, or as `obj.name(...)` for a method),
         but for calls that give (a value computed from) the loop's item to one of the parameters `static`,
-        or a Python value converted from the item (`int(n)`) to one of the parameters `closed`, and for loops
-        that rebind, pass by pass, one of the names `captured` (read by the jitted def from around `fn`)."""
+        or a Python value converted from the item (`int(n)`) to one of the parameters `closed` (any value
+        computed from the item, for those of them in `declared`: parameters `fn` declares Python values,
+        `n_atoms: int`), and for loops that rebind, pass by pass, one of the names `captured` (read by the
+        jitted def from around `fn`)."""
         model = where.model
         for call, scope, loop in model.all_calls:
             loop = repeating(loop, where.model)
@@ -1062,35 +1091,48 @@ class JitInLoop(Rule):
                 continue
             filled = (filled_args(fn, 0, call.args) or {}) if static or closed else {}
             objects = _per_pass_objects(loop, where, scope) if closed else frozenset()
-            if not any(p in static and from_item(a.value, loop) or p in closed and _python_item(a.value, loop)
+            if not any(p in static and from_item(a.value, loop)
+                       or p in closed and (_python_item(a.value, loop) or p in declared and from_item(a.value, loop))
                        or p in closed and isinstance(a.value, cst.Name) and a.value.value in objects
                        for p, a in filled.items()):
                 caller = scope.function_scope()
                 return f"`{caller.qualname}`" if caller is not None else "the module"
         return None
 
-    def _calls_built_function(self, fn: FunctionInfo, outer: FunctionInfo, where: Where, depth: int = 0) -> bool:
+    def _calls_built_function(self, fn: FunctionInfo, outer: FunctionInfo, where: Where, depth: int = 0,
+                              handed: bool = False) -> bool:
         """Whether `fn` (or a def of `outer` it calls) calls a function that `outer` builds on each of its calls
-        from a factory (`opt_init, opt_update, get_params = adam(lr)`): every call of `outer` then traces a
-        different program, which taking arrays as arguments would not avoid."""
+        from a factory (`opt_init, opt_update, get_params = adam(lr)`), or `fn` (or a def of `outer` it calls
+        or hands on, `lax.fori_loop(0, n, body, x)`: `handed`) uses an object `outer` builds from its
+        arguments with a project class that is no pytree (`ops = Stencil(spacing=dx)`, then `step(u, ops)`
+        or `ops.laplacian(u)`): every call of `outer` then traces a different program, which taking arrays
+        as arguments would not avoid."""
         calls = [c for c in descendants(fn.node) if isinstance(c, cst.Call)]
         called = {c.func.value for c in calls if isinstance(c.func, cst.Name)}
         # `optimizer.update(...)` of an object a factory builds per call (`optimizer = make_adamw(lr)`), not
         # an array's method (`data = jnp.ones(n)`, then `data.sum()`)
         methods = {c.func.value.value for c in calls if isinstance(c.func, cst.Attribute)
                    and isinstance(c.func.value, cst.Name)}
+        passed = {a.value.value for c in calls for a in c.args if isinstance(a.value, cst.Name)}
         params = {p.name for p in outer.params}
-        for name in sorted((called | methods) - fn.local_names):
+        for name in sorted((called | methods | passed) - fn.local_names):
             bindings = outer.bindings(name)
             values = [b.source for b in bindings]
-            if bindings and all(b.how == "=" and _factory_result(v, where, outer, objects=name not in called)
-                                for b, v in zip(bindings, values)) \
+            if not handed and name in called | methods and bindings and all(
+                    b.how == "=" and _factory_result(v, where, outer, objects=name not in called)
+                    for b, v in zip(bindings, values)) \
                     and (name in called or all(_from_arguments(v, outer, params) for v in values if v is not None)):
                 # (an object's methods count when `outer` builds it from its arguments: `optax.adam(LR)` of a
                 # constant is the same optimizer on every call, and could be built once, outside)
                 return True
+            if name in passed | methods and bindings and all(
+                    b.how == "=" and isinstance(v, cst.Call) and v is b.assigned
+                    and where.model.pytree_class(v.func, outer) is False and _from_arguments(v, outer, params)
+                    for b, v in zip(bindings, values)):
+                return True  # an object (no array, no pytree) made from this call's arguments: no argument could carry it
             inner = outer.defs.get(name) if depth < 2 else None
-            if inner is not None and inner is not fn and self._calls_built_function(inner, outer, where, depth + 1):
+            if inner is not None and inner is not fn and self._calls_built_function(
+                    inner, outer, where, depth + 1, handed=handed or name not in called):
                 return True
         return False
 
@@ -1172,7 +1214,10 @@ class JitInLoop(Rule):
         # into the program, which must compile for each value wherever `fn` is defined
         closed = _closure_params(fn, outer)
         captured = _captured(fn, outer, where)
-        caller = self._loop_caller(outer, where, by_attribute=False, static=static, closed=closed, captured=captured)
+        # `outer(n_atoms=n)` where `fn` closes over `n_atoms: int`: each call bakes in that pass's Python value
+        declared = _closure_params(fn, outer, where) & where.model.declared_python_params(outer)
+        caller = self._loop_caller(outer, where, by_attribute=False, static=static, closed=closed, captured=captured,
+                                   declared=declared)
         if caller is None:
             return
         self.report(
@@ -1182,6 +1227,75 @@ class JitInLoop(Rule):
             where,
             subject={"callable": "", "def": fn.name},
         )
+
+
+def _read_count(node: cst.CSTNode, name: str) -> int:
+    """How many times `name` is read under `node` (not as an attribute's or a keyword's name)."""
+    count = 0
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            count += n.value == name
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+        elif isinstance(n, cst.Arg):
+            stack.append(n.value)
+        else:
+            stack.extend(iter_children(n))
+    return count
+
+
+# Methods that change a container in place (`cases.append(...)` fills this pass's list).
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
+
+
+# Methods of `str` and `bytes` giving text.
+_TEXT_METHODS = frozenset({"decode", "format", "join", "strip", "lower", "upper", "replace", "lstrip", "rstrip"})
+
+
+def _text(value: cst.BaseExpression) -> bool:
+    """A value that is visibly a string: a literal, an f-string, `str(...)`, `raw.decode(...)`."""
+    if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    return isinstance(value, cst.Call) and (
+        isinstance(value.func, cst.Name) and value.func.value == "str"
+        or isinstance(value.func, cst.Attribute) and value.func.attr.value in _TEXT_METHODS)
+
+
+def _host_only_per_pass(callable_: cst.BaseExpression, fn: Optional[FunctionInfo], where: Where,
+                        loop: LoopInfo) -> bool:
+    """Whether the jitted callable reads text that is new on each pass (the loop rebinds the name to another
+    string, or fills a list it binds afresh with strings: `cases = []`, then `cases.append(raw.decode())`)
+    only inside the Python function it hands to a host callback (`host_callback.call(partial(check,
+    cases=cases), x, ...)`). The callback receives it as a Python value baked into the program; text is
+    neither a jitted function's argument nor a callback's operand, so each pass is a different program by
+    need."""
+    body = fn.node if fn is not None and fn.node is not None else callable_
+    host = [c.args[0].value for c in descendants(body) if isinstance(c, cst.Call) and c.args
+            and c.args[0].keyword is None and where.resolve(c.func) in CALLBACKS]
+    if not host:
+        return False
+    # what the pass puts into a container it binds afresh (`cases.append(raw.decode())`)
+    filled: dict[str, list[cst.BaseExpression]] = {}
+    for st in loop_statements(loop):
+        for c in descendants(st):
+            if isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value in _MUTATORS \
+                    and isinstance(c.func.value, cst.Name) and c.args:
+                filled.setdefault(c.func.value.value, []).append(c.args[-1].value)
+    for name in sorted(_free_names(callable_, fn)):
+        values = loop.bound.get(name, [])
+        if isinstance(loop.node, cst.For) and name in names_in(loop.node.target) or not values \
+                or not all(v is not None and (_text(v) or isinstance(v, (cst.List, cst.Set)) and not v.elements
+                                              and filled.get(name) and all(_text(e) for e in filled[name]))
+                           for v in values):
+            continue  # (text only: a number or an array could reach the callback as one of its operands)
+        if not (_varies(name, loop, where, where.scope, nested=False) or name in filled):
+            continue
+        inside = sum(_read_count(part, name) for part in host)
+        if inside and inside == _read_count(body, name):
+            return True
+    return False
 
 
 def _captured(fn: FunctionInfo, outer: FunctionInfo, where: Where) -> frozenset[str]:
@@ -1256,7 +1370,7 @@ def _from_arguments(value: cst.BaseExpression, outer: FunctionInfo, params: set[
     names = names_in(value)
     if names & params:
         return True
-    if depth >= 3:
+    if depth >= 5:
         return False
     for name in sorted(names - outer.defs.keys()):
         for b in outer.bindings(name):

@@ -928,6 +928,16 @@ class ModuleModel:
         facts = self._facts_named(func, owner)
         return facts is not None and attr in facts.pinned_methods
 
+    def pytree_class(self, expr: cst.BaseExpression, scope: Scope) -> Optional[bool]:
+        """For an expression naming a class of this module or of another project file, whether its instances
+        are pytrees (such an object can be a jitted function's argument); None for any other expression (a
+        library's class may be a pytree)."""
+        cls = self.class_named(expr, scope)
+        if cls is not None:
+            return self.instances_are_pytrees(cls)
+        facts = self._facts_named(expr, scope)
+        return facts.pytree if facts is not None else None
+
     def class_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassInfo]:
         """The module-level class an expression names (`NestedDict`, `NestedDict[T]`, or a module-level
         alias of either), if it is one of this module's."""
@@ -2043,6 +2053,22 @@ class ModuleModel:
         `return field(pytree_node=False, **kw)`): a class of another file declares static fields with them."""
         return frozenset([name for name, fn in self.root.defs.items() if self._field_maker(fn)]
                          + [name for name in self.root.assigned if self._partial_field_maker(name)])
+
+    def plain_functions(self) -> frozenset[str]:
+        """Module-level defs (not classes): what calling one of them gives is whatever it returns, not an
+        instance of a class of that name (`TransformedNet(**kw)` may return a Haiku `Transformed`)."""
+        return frozenset(name for name, fn in self.root.defs.items()
+                         if not fn.is_method and isinstance(fn.node, cst.FunctionDef) and name not in self.root.classes)
+
+    def is_plain_function(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether a callee names a module-level def, of this module or of another project file it imports
+        (not a class): its call is no constructor call, however the def's name is spelled."""
+        if isinstance(func, cst.Name) and self.resolve(func, scope) is None:
+            fn = self.root.defs.get(func.value)
+            return fn is not None and self.owner_of(func.value, scope) is self.root \
+                and func.value in self.plain_functions()
+        qual = self.resolve(func, scope) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        return qual is not None and "." in qual and self.project is not None and self.project.plain_function(qual)
 
     def registering(self) -> frozenset[str]:
         """Module-level functions that register the class they are given as a pytree."""

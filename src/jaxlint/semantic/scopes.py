@@ -166,6 +166,8 @@ class ProjectClasses:
     numpy_alias: "Callable[[str], bool]" = lambda qualname: False
     # A module-level name of another project file bound once to an integer literal (`trials = 1`): its value.
     int_constant: "Callable[[str], Optional[int]]" = lambda qualname: None
+    # Whether a name of another project file is a module-level def there (not a class).
+    plain_function: "Callable[[str], bool]" = lambda qualname: False
 
 
 @dataclass(eq=False)
