@@ -47,7 +47,9 @@ class TracedIf(Rule):
 
     ## Known limitations
     Under `jax.grad` or `value_and_grad` alone values are concrete and `if x > 0` works, so those
-    functions are not flagged. Truth tests of attributes of `self` are assumed static.
+    functions are not flagged; nor is a test of a parameter that only such transforms make a tracer
+    in a function also traced abstractly elsewhere (there its callers give it a Python value).
+    Truth tests of attributes of `self` are assumed static.
 
     ## References
     - https://docs.jax.dev/en/latest/errors.html#jax.errors.TracerBoolConversionError

@@ -1838,9 +1838,14 @@ class ModuleModel:
         return id(node) in self.test_nodes
 
     def truth_traced(self, expr: cst.BaseExpression, scope: Scope, guards: frozenset[str] = frozenset()) -> bool:
-        """Whether a truth test of `expr` (if/while/and/or/not) would call bool() on a tracer."""
+        """Whether a truth test of `expr` (if/while/and/or/not) would call bool() on a tracer whose value is
+        not known: a parameter only `grad` alone (or a caller it traces) makes traced holds a concrete
+        value there, and a Python value where the function is traced abstractly."""
         values = self.values(scope, guards)
-        return values is not None and values.truth_traced(expr)
+        if values is None:
+            return False
+        values._static_override |= values.fn.concrete_params
+        return values.truth_traced(expr)
 
     def local_name_for(self, module: str) -> Optional[str]:
         """The module-level name bound to `import module` (as written: `jax`, or `J` for `import jax as J`)."""

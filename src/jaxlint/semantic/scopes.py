@@ -219,6 +219,11 @@ class FunctionInfo(Scope):
     # traced call site's latest answer (id of the call -> parameters), replaced as its caller is re-solved.
     seed_params: set[str] = field(default_factory=set)
     site_params: dict[int, frozenset[str]] = field(default_factory=dict)
+    # The same, from transforms and call sites that trace abstractly (jit, vmap, a staged caller): a
+    # parameter traced only where values stay concrete (`grad` alone) holds a concrete value or a Python
+    # one wherever the function is traced abstractly.
+    abstract_seed: set[str] = field(default_factory=set)
+    abstract_sites: set[int] = field(default_factory=set)
     # id of each traced call site -> the function making it and the call
     site_calls: dict[int, tuple["FunctionInfo", cst.Call]] = field(default_factory=dict)
     # Parameters that are Python values whoever calls: nondiff arguments of a custom_vjp/custom_jvp.
@@ -298,6 +303,16 @@ class FunctionInfo(Scope):
         names = {p.name for p in self.params}
         names.update(self.assigned, self.defs, self.classes, self.imports)
         return names - self.declared_global - self.declared_nonlocal
+
+    @property
+    def concrete_params(self) -> set[str]:
+        """Parameters of a function traced abstractly somewhere that only sites tracing concretely (`grad`
+        alone) make traced, and the body never rebinds: where the function is traced abstractly they hold
+        what their callers give, and where they are tracers their values are known."""
+        if not self.abstract:
+            return set()
+        abstract = self.abstract_seed.union(*(ps for k, ps in self.site_params.items() if k in self.abstract_sites))
+        return {n for n in self.traced_params - abstract if n not in self.assigned}
 
     @property
     def is_accessor(self) -> bool:

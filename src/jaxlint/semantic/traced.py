@@ -602,10 +602,16 @@ class _Tracer:
             fn.transforms.add(kind)
         if call is not None:
             fn.site_params[id(call)] = frozenset(params)
+            if abstract:
+                fn.abstract_sites.add(id(call))
+            else:
+                fn.abstract_sites.discard(id(call))
             if caller is not None:
                 fn.site_calls[id(call)] = (caller, call)
         else:
             fn.seed_params |= params
+            if abstract:
+                fn.abstract_seed |= params
         now = fn.seed_params.union(*fn.site_params.values()) - fn.declared_static
         if now != fn.traced_params:
             fn.traced_params = now
