@@ -166,6 +166,9 @@ class ProjectClasses:
     numpy_alias: "Callable[[str], bool]" = lambda qualname: False
     # A module-level name of another project file bound once to an integer literal (`trials = 1`): its value.
     int_constant: "Callable[[str], Optional[int]]" = lambda qualname: None
+    # Whether some given file of the project imports this top-level package (`genjax`): a project built on
+    # it hands its wrappers (`Pytree.const(h)`) to files that never import it themselves.
+    package_imported: "Callable[[str], bool]" = lambda package: False
 
 
 @dataclass(eq=False)
