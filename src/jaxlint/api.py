@@ -1053,13 +1053,25 @@ def _drop_stale_seeds(seeds: dict[str, dict[tuple, ExternalCall]], refined: dict
     """Remove the seeds whose calling file, analysed again, no longer makes them; the reported files whose
     seeds changed."""
     made = {(c.origin, c.caller, c.qualname, c.kind) for calls in refined.values() for c in calls}
+    # the calls as the calling file, knowing the project, makes them: with the arguments it now passes
+    # (`n = layer.num_experts // shards`, an nnx Module's int setting, is no tracer once its class is known)
+    remade: dict[tuple, dict[tuple, ExternalCall]] = {}
+    for calls in refined.values():
+        for c in calls:
+            remade.setdefault((c.origin, c.caller, c.qualname, c.kind), {})[
+                tuple((a.traced, a.pytree) for a in c.args)] = c
     touched: set[str] = set()
     for target, bucket in seeds.items():
-        # (a call still made with other arguments keeps its seed)
         stale = [key for key in bucket if key[0] in refined and key[:4] not in made]
         for key in stale:
             del bucket[key]
-        if stale and target in reported:
+        # a call still made with other arguments: its seed takes the arguments the refined pass gives
+        changed = [key for key in bucket if key[0] in refined and key[:4] in made and key[4] not in remade[key[:4]]]
+        for key in changed:
+            func = bucket.pop(key).qualname
+            for args, call in remade[key[:4]].items():
+                bucket.setdefault((*key[:4], args), dataclasses.replace(call, qualname=func))
+        if (stale or changed) and target in reported:
             touched.add(target)
     return touched
 

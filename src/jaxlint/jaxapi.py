@@ -390,6 +390,10 @@ _MJX_SIZES = frozenset({
     "nmeshpolyvert", "nmeshpolymap", "nskin", "nhfield", "nhfielddata", "ntex", "ntexdata", "nmat", "npair",
     "nexclude", "neq", "ntendon", "nwrap", "nsensor", "nnumeric", "ntuple", "nkey", "nmocap", "nM", "nB", "nC",
     "nD", "nJmom", "ntree", "ngravcomp", "nuserdata", "nsensordata", "nplugin"})
+# An attribute named like an MJX size, read of an object whose class is not declared, in a module importing
+# one of these packages (and of no class of the module): the model of a simulation handed along unannotated.
+MJX_SIZE_ATTRIBUTES = _MJX_SIZES
+MJX_PACKAGES = frozenset({"mujoco", "brax"})
 LIBRARY_STATIC_ATTRIBUTES: dict[str, frozenset[str]] = {
     "e3nn_jax.IrrepsArray": frozenset({"irreps"}),
     "e3nn_jax.SphericalSignal": frozenset({"res_beta", "res_alpha", "grid_resolution", "quadrature", "p_val", "p_arg"}),
@@ -434,6 +438,11 @@ MODULE_BASES: dict[str, str] = {
     "flax.linen.Module": "linen",
     "flax.linen.module.Module": "linen",
     "haiku.Module": "haiku",
+    # treex Modules are treeo Trees: a field is a leaf only when declared a node (`w: jnp.ndarray =
+    # tx.Parameter.node()`) or when it holds another Tree; an int setting (`self.steps = steps`) is aux data
+    "treex.Module": "treeo",
+    "treex.Treex": "treeo",
+    "treeo.Tree": "treeo",
 }
 # Library packages whose capitalised names are modules (`nn.Dense`, `eqx.nn.Linear`, `hk.Linear`).
 MODULE_PACKAGES = ("flax.linen.", "flax.nnx.", "equinox.nn.", "haiku.")

@@ -25,7 +25,7 @@ from .syntax import children, parse_shared
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
 _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".static(", b"meta_fields", b"register_static",
                    b"\"static\": True", b"'static': True", b"Static[", b"aux_fields", b"static_fields", b"ClassVar",
-                   b"nnx",  # an nnx Module's Python settings are static pytree metadata
+                   b"nnx", b"treex", b"treeo",  # an nnx (or treex) Module's Python settings are static pytree metadata
                    b"register_pytree_node(")  # flatten functions, whose aux data is static
 
 # What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch):
@@ -78,6 +78,7 @@ class ProjectIndex:
         # Files read while a file they import was still being read (or was read so): in order of reading.
         self._partial: dict[str, None] = {}
         self._static: Optional[frozenset[str]] = None
+        self._packages: dict[str, bool] = {}
         self._static_answers: dict[str, bool] = {}  # name -> in `static_names`, asked one name at a time
         self._declaring: Optional[list[tuple[str, str, bytes]]] = None
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
@@ -247,6 +248,14 @@ class ProjectIndex:
                     continue
         return self._texts
 
+    def package_imported(self, package: str) -> bool:
+        """Whether a given file imports this top-level package (`import genjax`, `from genjax import Pytree`)."""
+        known = self._packages.get(package)
+        if known is None:
+            statement = re.compile(rb"^[ \t]*(?:import|from)[ \t]+" + re.escape(package.encode()) + rb"\b", re.M)
+            known = self._packages[package] = any(statement.search(raw) for raw in self._given_texts().values())
+        return known
+
     def mentions(self, name: str, besides: str, importing: bool = False, called: bool = True) -> bool:
         """Whether a given file other than `besides` calls something named `name` (a setter called from a
         script): a cheap search of `name(`, not a resolution. With `importing`, only a file that also names
@@ -341,7 +350,9 @@ class ProjectIndex:
     def static_property(self, name: str) -> bool:
         """Whether every def named `name` in the project's given files is a property returning only Python
         values (as `static_method`) and no given file stores an attribute of that name: no field annotation
-        `name: T` in a class body, no `obj.name = ...` (a cheap search of the text)."""
+        `name: T` in a class body, no `obj.name = ...` (a cheap search of the text). A field of a class that
+        is no pytree (a plain dataclass standing in for the real one in a test) stores nothing JAX traces:
+        such an object is never a traced argument, its fields hold what it was built with."""
         known = self._static_properties.get(name)
         if known is None:
             paths, props = self._def_index().get(name, ([], 0))
@@ -350,11 +361,19 @@ class ProjectIndex:
                 word = re.escape(name.encode())
                 # (a parameter of a signature written one per line, `horizon: int,` or the last one before
                 # the `)`, stores nothing)
-                stored = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)"
-                                    rb"(?![^\n]*\n[ \t]*\))|\." + word + rb"[ \t]*=(?!=)", re.M)
-                known = not any(stored.search(t) for t in self._given_texts().values()) and self.static_method(name)
+                declared = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)"
+                                      rb"(?![^\n]*\n[ \t]*\))", re.M)
+                assigned = re.compile(rb"\." + word + rb"[ \t]*=(?!=)")
+                known = not any(assigned.search(t) or declared.search(t) and not self._plain_fields(p, name)
+                                for p, t in self._given_texts().items()) and self.static_method(name)
             self._static_properties[name] = known
         return known
+
+    def _plain_fields(self, path: str, name: str) -> bool:
+        """Whether the module-level classes of a file declaring a field of this name are all plain classes,
+        no pytree and no model module."""
+        owners = [f for f in self.classes(self._module_name(path)).values() if name in f.fields]
+        return bool(owners) and all(not f.pytree and f.module_kind is None for f in owners)
 
     def _imported_elsewhere(self, module: str, path: str) -> bool:
         """Whether a given file other than `path` may import from `module` (an import line naming its last
@@ -431,9 +450,17 @@ class ProjectIndex:
         """Names that some pytree class of the project declares static and none declares a leaf (`cache.
         time_axis` on an object passed around as `Any`). Only files that declare static fields are read."""
         if self._static is None:
-            static, data = self._declares(self._declaring_files())
-            self._static = frozenset(static - data)
+            files = self._declaring_files()
+            static, data = self._declares(files)
+            found = frozenset(static - data)
+            if self._unfinished(files):
+                return found  # asked while one of them is read: its classes are not known yet, ask again later
+            self._static = found
         return self._static
+
+    def _unfinished(self, files: list[tuple[str, str, bytes]]) -> bool:
+        """Whether one of these files is being read (its classes seen empty by the question being answered)."""
+        return bool(self._reading) and any(path in self._reading for _mod, path, _raw in files)
 
     def static_name(self, name: str) -> bool:
         """Whether `name` is one of `static_names`, reading only the declaring files that name it."""
@@ -442,8 +469,11 @@ class ProjectIndex:
         known = self._static_answers.get(name)
         if known is None:
             word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-            static, data = self._declares(f for f in self._declaring_files() if word.search(f[2]))
-            known = self._static_answers[name] = name in static and name not in data
+            files = [f for f in self._declaring_files() if word.search(f[2])]
+            static, data = self._declares(files)
+            known = name in static and name not in data
+            if not self._unfinished(files):
+                self._static_answers[name] = known
         return known
 
     def for_file(self, path: str, source: bytes, asking: Iterable[str] = ()) -> Optional[ProjectClasses]:
@@ -515,7 +545,8 @@ class ProjectIndex:
                               static_field_maker=returns("field"), static_property=self.static_property,
                               field_switch=summary(self._switch_fns),
                               numpy_alias=returns("numpy_alias"), int_constant=summary(self._int_consts),
-                              plain_function=returns("plain"))
+                              plain_function=returns("plain"),
+                              package_imported=self.package_imported)
 
 
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:

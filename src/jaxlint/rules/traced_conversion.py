@@ -55,7 +55,9 @@ class TracedConversion(Rule):
     not JAX's or NumPy's, built from the traced values (`x = xarray_jax.Variable(dims, v); np.abs(x + 2)`),
     is left to that class's `__array_ufunc__`; NumPy's explicit conversions (`np.asarray`) are not. A
     key that passed an `isinstance` test of a class that is no array type (`if isinstance(slot, Slot):
-    table[slot]`) is an object of that class, not a tracer.
+    table[slot]`) is an object of that class, not a tracer; so is one bound to what a method returns that
+    every definition of that name in the module is annotated to return an instance of one of its classes
+    (`key = var.get_slot()` with `def get_slot(self) -> Slot`).
 
     ## References
     - https://docs.jax.dev/en/latest/errors.html#jax.errors.ConcretizationTypeError

@@ -1,4 +1,4 @@
-"""Model frameworks (equinox, flax nnx and linen, haiku): which class an instance belongs to, which method a
+"""Model frameworks (equinox, flax nnx and linen, haiku, treex): which class an instance belongs to, which method a
 call on it runs, and which of its attributes are array leaves rather than configuration.
 
 The tracer asks `callable_of` when a call does not name a def (`model(x)`, `self.encoder(x)`,
@@ -25,7 +25,7 @@ from ..jaxapi import (
 )
 from ..syntax import _target_names
 
-_FRAMEWORK_PACKAGES = frozenset({"flax", "equinox", "haiku"})
+_FRAMEWORK_PACKAGES = frozenset({"flax", "equinox", "haiku", "treex", "treeo"})
 
 from .scopes import FunctionInfo
 
@@ -259,9 +259,10 @@ class Frameworks:
         return fields.get(attr, (None, None))
 
     def python_attributes(self, cls: "ClassInfo") -> frozenset[str]:
-        """The attributes an nnx Module class gives Python scalars: static metadata of its pytree, so
-        Python values wherever an instance is traced (an equinox Module's are leaves under `jax.jit`)."""
-        if self.kind(cls) != "nnx":
+        """The attributes an nnx Module (or a treex Module, a treeo Tree) class gives Python scalars: static
+        metadata of its pytree, so Python values wherever an instance is traced (an equinox Module's are
+        leaves under `jax.jit`)."""
+        if self.kind(cls) not in ("nnx", "treeo"):
             return frozenset()
         self.field(cls, "")
         return frozenset(name for name, (k, _c) in self._fields[id(cls)].items() if k == PYTHON)

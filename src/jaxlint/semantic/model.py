@@ -20,6 +20,8 @@ from ..jaxapi import (
     CONTAINER_ANNOTATIONS,
     LAX_BODIES,
     LIBRARY_STATIC_ATTRIBUTES,
+    MJX_PACKAGES,
+    MJX_SIZE_ATTRIBUTES,
     STATIC_UNWRAPS,
     PALLAS_PACKAGES,
     PALLAS_REF_CALLS,
@@ -543,6 +545,9 @@ class ModuleModel:
         if cls is None and fn is not None and attr in LIBRARY_STATIC_ATTRIBUTES.get(
                 self._annotated_qualname(e.value, fn) or "", ()):
             return True  # `signal.res_beta` with `signal: e3nn.SphericalSignal`: a library class's shape fact
+        if cls is None and fn is not None and attr in MJX_SIZE_ATTRIBUTES and MJX_PACKAGES & self.imported_packages() \
+                and self._annotation_of(e.value, fn) is None and not self._stores_attribute(attr):
+            return True  # `mjx_model.nu` of a model handed along unannotated, in a module simulating with MJX
         if cls is None and fn is not None and self.project is not None:
             facts = self._project_class_of(e.value, fn)
             if facts is not None:
@@ -565,6 +570,28 @@ class ModuleModel:
         if prop is None and attr not in cls.field_types:  # a property inherited from a base in another file
             return any(attr in f.static_properties for f in self.inherited_facts(cls))
         return prop is not None and self._static_prop(prop)
+
+    def returns_instance(self, call: cst.Call) -> bool:
+        """Whether a method call (`var.get_slot()`, the receiver's class unknown) returns an object of a class
+        of this module: every method of that name here is annotated to return one (no array type is
+        defined here, so the object is no tracer, whatever its fields hold)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        methods = [f for f in self.functions if f.is_method and f.name == func.attr.value]
+        return bool(methods) and all(
+            isinstance(f.node, cst.FunctionDef) and f.node.returns is not None
+            and self._names_local_class(plain_annotation(f.node.returns.annotation)) for f in methods)
+
+    def _names_local_class(self, ann: Optional[cst.BaseExpression]) -> bool:
+        if isinstance(ann, cst.Subscript):  # `Slot[T]`
+            ann = ann.value
+        return isinstance(ann, cst.Name) and ann.value in self.root.classes
+
+    def _stores_attribute(self, attr: str) -> bool:
+        """Whether a class of this module has a field of this name, or a function stores one (`obj.nu = ...`)."""
+        return any(attr in c.fields for c in self._all_classes()) or any(
+            isinstance(t, cst.Attribute) and t.attr.value == attr for f in self.functions for t, _v, _h in f.events)
 
     def inherited_facts(self, cls: ClassInfo, depth: int = 0) -> list[ClassFacts]:
         """What other project files say about the bases of a class of this module (through its bases here)."""
@@ -1949,11 +1976,15 @@ class ModuleModel:
         return found
 
     def static_unwrap(self, call: cst.Call) -> bool:
-        """`x.unwrap()` in a module importing genjax: the Python value a leafless `Const` wrapper keeps in
-        its treedef (whatever `x` was found in, a dict of arguments included)."""
+        """`x.unwrap()` in a module importing genjax, or in a project whose files import it (the wrappers made
+        there reach this module's functions as arguments): the Python value a leafless `Const` wrapper keeps
+        in its treedef (whatever `x` was found in, a dict of arguments included)."""
         func = call.func
-        return isinstance(func, cst.Attribute) and not call.args and any(
-            func.attr.value in STATIC_UNWRAPS.get(pkg, ()) for pkg in self.imported_packages())
+        if not isinstance(func, cst.Attribute) or call.args:
+            return False
+        packages = [pkg for pkg, names in STATIC_UNWRAPS.items() if func.attr.value in names]
+        return any(pkg in self.imported_packages() or self.project is not None and self.project.package_imported(pkg)
+                   for pkg in packages)
 
     def static_wrapper_annotation(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
         """Whether an annotation names a leafless wrapper of a Python value (`n: Const[int]`,

@@ -168,6 +168,9 @@ class ProjectClasses:
     int_constant: "Callable[[str], Optional[int]]" = lambda qualname: None
     # Whether a name of another project file is a module-level def there (not a class).
     plain_function: "Callable[[str], bool]" = lambda qualname: False
+    # Whether some given file of the project imports this top-level package (`genjax`): a project built on
+    # it hands its wrappers (`Pytree.const(h)`) to files that never import it themselves.
+    package_imported: "Callable[[str], bool]" = lambda package: False
 
 
 @dataclass(eq=False)

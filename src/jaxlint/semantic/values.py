@@ -312,8 +312,19 @@ class Values:
     def proven_object(self, e: cst.BaseExpression) -> bool:
         """A name an enclosing `isinstance` test proved an instance of a class that is no array type
         (`if isinstance(slot, Slot): table[slot]`): no tracer itself, so it can key a dict, whatever its
-        attributes hold."""
-        return isinstance(e, cst.Name) and f"instance:{e.value}" in self._static_override
+        attributes hold. So is a local bound only to what a method returns that every definition of that
+        name in this module is annotated to return an instance of one of its classes (`slot = var.get_slot()`
+        with `def get_slot(self) -> ParameterSlot`)."""
+        if not isinstance(e, cst.Name):
+            return False
+        if f"instance:{e.value}" in self._static_override:
+            return True
+        fn = self.fn
+        if e.value not in self._locals or fn.param(e.value) is not None:
+            return False
+        bound = [(t, v, how) for t, v, how in fn.events if e.value in _target_names(t)]
+        return bool(bound) and all(how == "=" and isinstance(t, cst.Name) and isinstance(v, cst.Call)
+                                   and self.m.returns_instance(v) for t, v, how in bound)
 
     def _attribute_traced(self, e: cst.Attribute) -> bool:
         cls = self.m.frameworks.instance_class(e.value, self.fn)
