@@ -43,6 +43,14 @@ _STRUCTURE_CALLS = {
 }
 
 
+# Transforms that run the function they are given at once, with the arguments given alongside it, and never
+# again: the function `jax.vjp` and `jax.linearize` return runs the recorded computation, not the Python code.
+_RUN_AT_ONCE = frozenset({"jax.eval_shape", "jax.vjp", "jax.jvp", "jax.linearize"})
+
+# Calls making a weak reference: it does not keep its referent (a trace's tracer) alive.
+_WEAK_REFERENCES = frozenset({"weakref.ref", "weakref.proxy", "weakref.WeakMethod"})
+
+
 def _subject(name: str, container: str, target: cst.BaseExpression) -> dict:
     """What the verifier watches: the root name, where it lives, and the mutated expression's text."""
     return {"name": name, "container": container, "target": code_of(target)}
@@ -244,7 +252,7 @@ def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Wh
                 call, applied = up[1], up[2]
                 q = model.resolve(call.func, owner) or ""
                 if not (q in model.transforms and isinstance(applied, cst.Call) and applied.func is call
-                        or q in LAX_BODIES or q == "jax.eval_shape"):
+                        or q in LAX_BODIES or q in _RUN_AT_ONCE):
                     return False
             elif not (isinstance(parent, cst.Call) and parent.func is n):
                 return False  # returned, stored or handed on: it may run after `owner` returns
@@ -255,6 +263,142 @@ def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Wh
     if last is None or not isinstance(last, cst.SimpleStatementLine):
         return False
     return not _mentioned_after(_block(owner.node.body), last, name)
+
+
+def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    out: dict[int, cst.CSTNode] = {}
+    for n in descendants(root):
+        for c in iter_children(n):
+            out[id(c)] = n
+    return out
+
+
+def _only_run_during(parent: FunctionInfo, f: FunctionInfo, where: Where) -> bool:
+    """Whether `parent` only runs its nested def `f` during its own call: it calls it, hands it to a loop
+    or branch primitive, or to a transform that runs it at once (`jax.grad(f)(x)`, `jax.vjp(f, x)`), and
+    never rebinds, returns or stores it."""
+    if not isinstance(parent.node, cst.FunctionDef) or not isinstance(f.node, cst.FunctionDef) or f.name in parent.assigned:
+        return False
+    model = where.model
+    for n, up, _stmt in _names_in_order(parent.node.body, f.node):
+        if n.value != f.name:
+            continue
+        if isinstance(up[0], cst.Call) and up[0].func is n:
+            continue
+        if isinstance(up[0], cst.Arg) and isinstance(up[1], cst.Call):
+            call, applied = up[1], up[2]
+            q = model.resolve(call.func, parent) or ""
+            if q in model.transforms and isinstance(applied, cst.Call) and applied.func is call \
+                    or q in LAX_BODIES or q in _RUN_AT_ONCE:
+                continue
+        return False
+    return True
+
+
+def _overwritten_after(name: str, target: cst.BaseExpression, owner: FunctionInfo, writer: FunctionInfo,
+                       where: Where) -> bool:
+    """`params["w"] = w` in a def that `owner` runs through a transform (`jax.grad(loss)(w)` in a step it
+    calls in a loop), where `params` is a local of `owner`: whether the tracer left in that slot is never
+    looked at. The def holding the write is a statement of `owner`'s body, run only during `owner`'s call
+    (never returned or stored, and so are the defs between it and the write); after that statement the
+    first statement mentioning `params` stores the same slot again (`params["w"] = w_final`), and nothing
+    after it runs the def. Until then `owner` reads only slots as deep as the one written (old values,
+    never a container holding it) and hands neither `params` nor a part holding the slot to anything."""
+    if not isinstance(owner.node, cst.FunctionDef) or owner.param(name) is not None \
+            or name in owner.declared_global or name in owner.declared_nonlocal or not owner.assigned.get(name):
+        return False
+    inner: Scope = writer
+    while inner.parent is not owner:  # the def of `owner` holding the write, and the defs on the way
+        up = inner.parent
+        if not isinstance(inner, FunctionInfo) or not isinstance(up, FunctionInfo) or not _only_run_during(up, inner, where):
+            return False
+        inner = up
+    if not isinstance(inner, FunctionInfo) or not _only_run_during(owner, inner, where):
+        return False
+    if any(f is not inner and f.node is not None and _mentions(f.node, name) for f in owner.defs.values()):
+        return False  # another nested def may read it
+    body = _block(owner.node.body)
+    if inner.node not in body:
+        return False
+    after = body[body.index(inner.node) + 1:]
+    shown = code_of(target)
+    store: Optional[int] = None
+    for i, stmt in enumerate(after):
+        if _mentions(stmt, name):
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and code_of(small.targets[0].target) == shown and not _mentions(small.value, name)):
+                return False
+            store = i
+            break
+    if store is None or any(_mentions(stmt, inner.name) for stmt in after[store:]):
+        return False
+    # every other mention of the container in `owner`: a binding of the name, or a slot read as deep as the
+    # one written (an old value); never the container, or a part of it holding the slot, handed on
+    parents = _parents(owner.node)
+    skip = {id(n) for n in descendants(inner.node)} | {id(n) for stmt in after[store:] for n in descendants(stmt)}
+    for n in descendants(owner.node):
+        if not isinstance(n, cst.Name) or n.value != name or id(n) in skip:
+            continue
+        top: cst.CSTNode = n
+        while isinstance(parents.get(id(top)), (cst.Attribute, cst.Subscript)) and parents[id(top)].value is top:
+            top = parents[id(top)]
+        parent = parents.get(id(top))
+        if top is n and (isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.AnnAssign) and parent.target is n):
+            continue
+        if top is n or isinstance(parent, cst.Call) and parent.func is top \
+                or code_of(top) != shown and shown.startswith(code_of(top)):
+            return False
+    return True
+
+
+def _early_return_on(stmt: cst.CSTNode, flag: str) -> bool:
+    """`if FLAG: return` (or `if FLAG is not None: return ...`), with no `else`."""
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+        return False
+    test = stmt.test
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, cst.IsNot) \
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        test = test.left
+    body = _block(stmt.body)
+    return isinstance(test, cst.Name) and test.value == flag and len(body) == 1 \
+        and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 \
+        and isinstance(body[0].body[0], cst.Return)
+
+
+def _once_only(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> bool:
+    """Whether `node` runs at most once however often `fn` is called or traced: `fn` sets a module flag
+    (`global _LOADED`) guarding it, a one-time initializer. In the straight-line block holding `node`
+    (the function's body, or a `with` block in it, as `with _LOCK:`), or in a block around it, `if _LOADED:
+    return` comes before the statement holding `node`; after that statement, in the same block and with no
+    `return` on the way, `_LOADED = True` (or another non-None literal) sets the flag."""
+    if fn is None or not isinstance(fn.node, cst.FunctionDef):
+        return False
+    flags = fn.declared_global
+    block = _block(fn.node.body)
+    guarded: set[str] = set()
+    while True:
+        holder = next((s for s in block if contains(s, node)), None)
+        if holder is None:
+            return False
+        i = block.index(holder)
+        guarded |= {f for f in flags if any(_early_return_on(s, f) for s in block[:i])}
+        if guarded:
+            for stmt in block[i + 1:]:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                                and isinstance(small.targets[0].target, cst.Name) \
+                                and small.targets[0].target.value in guarded \
+                                and (isinstance(small.value, (cst.Integer, cst.Float, cst.SimpleString))
+                                     or isinstance(small.value, cst.Name) and small.value.value == "True"):
+                            return True
+                if any(isinstance(n, cst.Return) for n in descendants(stmt)):
+                    break
+        if not isinstance(holder, cst.With):
+            return False
+        block = _block(holder.body)
 
 
 def _names_in_order(body: cst.CSTNode, skip: cst.CSTNode
@@ -352,10 +496,17 @@ class GlobalMutation(Rule):
     file is not. A method that traced code only calls on objects it builds itself (`sim = Sim(state);
     sim.advance(dt)` inside the jitted step, and the methods those call on `self`) writes an object of
     that trace only, and is not flagged. Nor is a write, in a def that a function only runs through a
-    transform called at once (`jax.grad(loss)(w)`), onto an object that function made for itself
-    (`readout = Readout(n)`) when it never hands the object on and never mentions it after that
-    statement: the tracer dies with the call. A def that reads back the value it writes
-    (`state.scale = state.scale * w`) is still flagged.
+    transform called at once (`jax.grad(loss)(w)`, `jax.vjp(loss, w)`), onto an object that function made
+    for itself (`readout = Readout(n)`) when it never hands the object on and never mentions it after that
+    statement: the tracer dies with the call. Nor is such a write into one slot of a local container
+    (`params["w"] = w` in a loss differentiated by a step the function calls in a loop) when the
+    function's first mention of the container after the step's def stores that slot again, before
+    anything reads it, and never hands the container (or a part holding the slot) on before. A def that
+    reads back the value it writes (`state.scale = state.scale * w`) is still flagged. A memo entry
+    keyed by static values that keeps a weak reference (`weakref.ref(op)`) next to static values is not
+    flagged: a weak reference keeps no tracer alive. Nor is a store of values that cannot be tracers in a
+    one-time initializer (`if _LOADED: return` ... `_LIBS.append(lib); _LOADED = True`, with `_LOADED` a
+    `global` of the function): it runs once per process, not once per trace.
 
     ## References
     - https://docs.jax.dev/en/latest/stateful-computations.html
@@ -435,6 +586,12 @@ class GlobalMutation(Rule):
         if isinstance(value, cst.Attribute):
             if value.attr.value in STATIC_ATTRS:
                 return True  # `x.shape`, `x.dtype`: Python values of any array, traced or not
+            base = value.value
+            while isinstance(base, cst.Attribute):
+                base = base.value
+            if isinstance(base, cst.Name) and model.owner_of(base.value, where.scope) is model.root \
+                    and base.value in model.root.imports and base.value not in model.root.assigned:
+                return True  # `ctypes.RTLD_GLOBAL`: a name of an imported module, made before any trace
             return self._static_argument(value, where)  # `self.config.buffer_size` of a static `self`
         if isinstance(value, cst.Subscript):  # `self.color_ids[rgba]`: an entry of a static argument's table
             return self._static_argument(value.value, where) and all(
@@ -621,8 +778,10 @@ class GlobalMutation(Rule):
             return
         writer = where.scope.function_scope()
         if isinstance(owner, FunctionInfo) and writer is not None and not _reads_back(writer, target, node) \
-                and _dies_with_owner(root.value, owner, writer, where):
-            return  # an object of one call of `owner`, never read after the transform has run
+                and (_dies_with_owner(root.value, owner, writer, where)
+                     or _overwritten_after(root.value, target, owner, writer, where)):
+            return  # an object of one call of `owner`, never read after the transform has run, or a slot
+            # `owner` stores again before it reads it
         if isinstance(target, cst.Attribute) and (idempotent or self._restore(target, values, fn)
                                                   or self._restored_later(target, node, fn, where)):
             return  # `saved = m.signals; m.signals = traced; ...; m.signals = saved`: put back before returning
@@ -631,6 +790,8 @@ class GlobalMutation(Rule):
         if isinstance(target, cst.Subscript) and (idempotent or self._memo_store(target, node, values, where)
                                                   or self._scratch(root.value, owner, values, where)):
             return
+        if values and all(self._untraceable(v, where) for v in values) and _once_only(node, where.scope.function_scope()):
+            return  # a store in an initializer a module flag lets run once: not once per trace
         kind = "module-level" if owner is where.model.root else "closed-over"
         self._flag(node, f"Writing {kind} `{root.value}`", where,
                    _subject(root.value, "module" if owner is where.model.root else "closure", target))
@@ -642,7 +803,20 @@ class GlobalMutation(Rule):
         per trace is what a memo wants, and no tracer leaks."""
         keys = [el.slice.value for el in target.slice if isinstance(el.slice, cst.Index)]
         return isinstance(node, cst.Assign) and bool(values) and len(keys) == len(target.slice) \
-            and not any(where.is_traced(v) for v in values + keys)
+            and not any(where.is_traced(v) for v in self._strong_parts(values, where) + keys)
+
+    def _strong_parts(self, values: list[cst.BaseExpression], where: Where) -> list[cst.BaseExpression]:
+        """The parts of stored values that hold what they refer to: the elements of a tuple or list
+        written out, less weak references (`weakref.ref(op)`), which keep nothing alive. An object a trace
+        built dies with the trace, and the weak reference to it goes dead; one that outlives the trace is
+        held, and leaked, elsewhere."""
+        out: list[cst.BaseExpression] = []
+        for v in values:
+            if isinstance(v, (cst.Tuple, cst.List)) and not any(isinstance(el, cst.StarredElement) for el in v.elements):
+                out.extend(self._strong_parts([el.value for el in v.elements], where))
+            elif not (isinstance(v, cst.Call) and where.model.resolve(v.func, where.scope) in _WEAK_REFERENCES):
+                out.append(v)
+        return out
 
     def _restore(self, target: cst.Attribute, values: list[cst.BaseExpression], fn: FunctionInfo) -> bool:
         """`obj.attr = saved` where `saved = obj.attr` was read in this function: the value it had."""
@@ -734,6 +908,8 @@ class GlobalMutation(Rule):
             return  # known containers are checked from visit_Call, the others from visit_Expr
         if self._scratch(root.value, owner, values, where):
             return
+        if values and all(self._untraceable(v, where) for v in values) and _once_only(node, where.scope.function_scope()):
+            return  # `_LIBS.append(lib)` in an initializer a module flag lets run once: not once per trace
         if _balanced_in_try(node, method, func.value, fn):
             return  # `stack.append(ctx)` in a `try` whose `finally` pops it: a scope, balanced in the same trace
         kind = "module-level" if owner is where.model.root else "closed-over"
