@@ -13,7 +13,7 @@ from ..semantic.scopes import Scope
 from ..semantic.traced import filled_args
 from ..semantic.loops import (
     clears_caches, distinct_constants, distinct_shapes, from_item, literal_table, loop_invariant, loop_levels,
-    loop_statements, names_in, repeating, restarts_each_pass,
+    loop_statements, name_reads, names_in, repeating, restarts_each_pass,
 )
 from ..syntax import (
     _arg, _int_leaf, _literal_values, _str_leaf, _target_names, args_at, code_of, contains, descendants, dotted,
@@ -1231,19 +1231,7 @@ class JitInLoop(Rule):
 
 def _read_count(node: cst.CSTNode, name: str) -> int:
     """How many times `name` is read under `node` (not as an attribute's or a keyword's name)."""
-    count = 0
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            count += n.value == name
-        elif isinstance(n, cst.Attribute):
-            stack.append(n.value)
-        elif isinstance(n, cst.Arg):
-            stack.append(n.value)
-        else:
-            stack.extend(iter_children(n))
-    return count
+    return sum(1 for n in name_reads(node) if n.value == name)
 
 
 # Methods that change a container in place (`cases.append(...)` fills this pass's list).

@@ -1,7 +1,7 @@
 """Facts about loops that rules ask: what a loop iterates over, and what stays the same on every pass."""
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 import libcst as cst
 
@@ -11,22 +11,25 @@ from .model import ModuleModel
 from .scopes import FunctionInfo, LoopInfo, Scope
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
+def name_reads(node: cst.CSTNode) -> "Iterator[cst.Name]":
     """Every name read under `node` (the roots of attribute chains, not the attributes, nor the keyword
-    names of calls: `f(x=1)` reads no `x`)."""
-    out: set[str] = set()
+    names of calls: `f(x=1)` reads no `x`), once per read."""
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, cst.Name):
-            out.add(n.value)
+            yield n
         elif isinstance(n, cst.Attribute):
             stack.append(n.value)
         elif isinstance(n, cst.Arg):
             stack.append(n.value)
         else:
             stack.extend(iter_children(n))
-    return out
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every name read under `node` (see `name_reads`)."""
+    return {n.value for n in name_reads(node)}
 
 
 def loop_statements(loop: LoopInfo) -> list[cst.BaseSmallStatement]:
