@@ -351,9 +351,9 @@ def _on_own_instance(func: cst.Attribute, fn: FunctionInfo, scope: Scope, where:
     return caller is not None and fn.cls is not None and where.model.class_of(func.value, caller) is fn.cls
 
 
-def _inner_free(fn: FunctionInfo, where: Where) -> set[str]:
-    """The names a def reads from around it: not its own locals, nor those of the defs and comprehensions
-    nested in it (`def body(carry, _): state, key = carry` binds `state` for itself)."""
+def _bound_within(fn: FunctionInfo, where: Where) -> set[str]:
+    """The names a def binds for itself: its locals, those of the defs nested in it, and the targets of its
+    comprehensions (`def body(carry, _): state, key = carry` binds `state`)."""
     node = fn.node
     assert node is not None
     inner: set[str] = set(fn.local_names)
@@ -363,7 +363,13 @@ def _inner_free(fn: FunctionInfo, where: Where) -> set[str]:
     for g in where.model.functions:
         if g.node is not None and g is not fn and contains(node, g.node):
             inner |= g.local_names
-    return _free_names(node, fn) - inner
+    return inner
+
+
+def _inner_free(fn: FunctionInfo, where: Where) -> set[str]:
+    """The names a def reads from around it: not those it binds for itself (`_bound_within`)."""
+    assert fn.node is not None
+    return _free_names(fn.node, fn) - _bound_within(fn, where)
 
 
 def _closure_params(fn: FunctionInfo, outer: FunctionInfo, where: Optional[Where] = None) -> frozenset[str]:
@@ -1289,16 +1295,8 @@ def _host_only_per_pass(callable_: cst.BaseExpression, fn: Optional[FunctionInfo
 def _captured(fn: FunctionInfo, outer: FunctionInfo, where: Where) -> frozenset[str]:
     """The names `fn`, a def nested in `outer`, reads from the scopes around `outer`: not those bound by `fn`,
     `outer`, a def nested in `fn`, or a comprehension of `fn` (`{p: v[i] for i, p in enumerate(ps)}`)."""
-    node = fn.node
-    assert node is not None
-    inner: set[str] = set(outer.local_names)
-    for n in descendants(node):
-        if isinstance(n, cst.CompFor):
-            inner.update(_target_names(n.target))
-    for g in where.model.functions:
-        if g.node is not None and contains(node, g.node):
-            inner |= g.local_names
-    return frozenset(names_in(node) - inner)
+    assert fn.node is not None
+    return frozenset(names_in(fn.node) - outer.local_names - _bound_within(fn, where))
 
 
 def _varies(name: str, loop: LoopInfo, where: Where, scope: Scope, nested: bool = True) -> bool:
