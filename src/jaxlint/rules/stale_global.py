@@ -93,11 +93,17 @@ class StaleGlobal(Rule):
     setter counts as callable at any time. A loop that rebinds a closed-over name to an
     expression of names it never changes (`env = make_env(name)` on each pass) is taken to rebuild
     the same value, and so is a rebinding that sets the same fields to the same constants as the
-    binding before it (`cfg = cfg._replace(mode=FAST)` written again). A name the function reads only for
+    binding before it (`cfg = cfg._replace(mode=FAST)` written again). A rebinding of a name to a copy of
+    its own value (`x = jax.device_put(x, dev)`, `x = jnp.asarray(x)`, `a, b = tree_map(lambda v:
+    jax.device_put(v, dev), (a, b))` with the names in the same order) keeps an equal value and is not
+    reported; a copy given a dtype is a new value. A name the function reads only for
     its shape (`x.shape`, `x.ndim`, `len(x)`) is stale only if a pass can change that shape: a loop that
     rebinds it from fresh PRNG keys and otherwise unchanged arguments (`theta = sample(k1, n)`) is not reported.
     A use through a wrapper made anew on each pass after the rebinding (`jax.pmap(jax.vmap(train))`: the
-    cache is keyed on the new object) traces afresh, and so does every pass of a loop that calls
+    cache is keyed on the new object) traces afresh, and so does a closure a factory makes anew on each
+    pass (`train = make_train(cfg)`, then `jax.jit(jax.vmap(train)).lower(keys).compile()`, whose compiled
+    code runs where the name it is bound to is called), unless the factory may keep what it made (a
+    decorator, a `global`, a store into a table outside it); so does every pass of a loop that calls
     `jax.clear_caches()`: neither is stale. A name bound to different wrappers in different branches
     (`train_fn = jax.pmap(jax.vmap(train))` in one, `train_fn = jax.pmap(train)` in the other) runs the
     function only at the calls each binding reaches, and a call with fewer arguments than the function
@@ -228,7 +234,8 @@ class StaleGlobal(Rule):
         orders = list(owner.bind_order.get(name, []))
         loops = owner.bind_loops.get(name, [])
         later = [(order, loop) for order, loop in zip(orders, loops)
-                 if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)]
+                 if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)
+                 and not _copies_itself(name, order, owner, model)]
         uses = self._reader_uses(fn, model) if later and owner is model.root else None
         if uses is not None and uses.sites:
             # In module code run top to bottom, a rebinding is seen stale only by a call after it of a
@@ -257,6 +264,8 @@ class StaleGlobal(Rule):
         if owner is model.root:
             for other in model.functions:
                 if name in other.declared_global and name in other.bind_order:
+                    if all(_copies_itself(name, order, other, model) for order in other.bind_order[name]):
+                        continue  # `X = jax.device_put(X, dev)`: the same value, wherever it lives
                     last = max(other.bind_order[name])
                     if fn.trace_sites and all(scope is other and order > last for scope, order in fn.trace_sites):
                         continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
@@ -296,7 +305,13 @@ class StaleGlobal(Rule):
                 return by_instance
         uses = self._module_uses(model).uses(name, stop)
         if uses is not None and closure:
-            uses.lasting = True  # a closure made by a call may be kept and run later
+            # a closure made by a call may be kept and run later, unless each call makes it anew and the name
+            # its result is bound to is only used in known ways (`train = make_train(cfg)`, `jax.jit(train)`)
+            made = self._module_uses(model).made_uses(name) if stop is None else None
+            if made is not None:
+                uses = made
+            else:
+                uses.lasting = True
         return _until_rebound(uses, fn, model) if uses is not None else None
 
     def _never_called(self, setter: FunctionInfo, model: ModuleModel) -> bool:
@@ -500,7 +515,8 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
         return None
     values = owner.assigned.get(name, [])
     for i, (order, loop) in enumerate(zip(owner.bind_order.get(name, []), owner.bind_loops.get(name, []))):
-        if loop is None or order < fn.order or _shared_loop(loop, fn.loop_at_def):
+        if loop is None or order < fn.order or _shared_loop(loop, fn.loop_at_def) \
+                or _copies_itself(name, order, owner, model):
             continue
         value = values[i] if i < len(values) else None
         if value is not None and (loop_invariant(value, loop, model, owner) or _rebuilt_alike(name, loop, model, owner)):
@@ -856,3 +872,75 @@ def _constant(e: Optional[cst.BaseExpression], owner: Scope, model: ModuleModel,
             and _constant(values[0], owner, model, before, depth + 1)
     return len({cst.Module([]).code_for_node(v) for v in values if v is not None}) == 1 \
         and _constant(values[0], owner, model, before, depth + 1)
+
+
+# Calls that give back their first argument's value unchanged, as a copy or the same object: a transfer to
+# a device or sharding, a wait for it to be computed, a conversion of an array to an array.
+_COPIES = frozenset({"jax.device_put", "jax.block_until_ready", "jax.numpy.asarray", "jax.numpy.array"})
+# What a copying call may be given besides its value: where to put it, and whether to copy.
+_COPY_KEYWORDS = frozenset({"device", "src", "donate", "may_alias", "copy"})
+
+
+def _copies_itself(name: str, order: int, owner: Scope, model: ModuleModel) -> bool:
+    """Whether the binding of `name` at `order` binds it to a copy of its own value: `x = jax.device_put(x, dev)`,
+    `x = jnp.asarray(x)`, `x.block_until_ready()`, or, unpacked, `a, b = tree_map(lambda v: jax.device_put(v, d),
+    (a, b))`, `a, b = jax.device_put((a, b), d)`, `a, b = jnp.asarray(a), jnp.asarray(b)` (each name from its
+    own place). The name holds equal values before and after, so a trace of the old one is not stale."""
+    found = owner.bound_from.get((name, order))
+    if found is None:
+        return False
+    target, value = found
+    if isinstance(target, cst.Name):
+        return _copy_of(value, name, model, owner)
+    if not isinstance(target, (cst.Tuple, cst.List)) \
+            or not all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements):
+        return False
+    names = [el.value.value for el in target.elements]
+
+    def same_names(tree: cst.BaseExpression) -> bool:  # `(a, b)` for the target `a, b`
+        return isinstance(tree, (cst.Tuple, cst.List)) and len(tree.elements) == len(names) and all(
+            isinstance(el, cst.Element) and isinstance(el.value, cst.Name) and el.value.value == n
+            for el, n in zip(tree.elements, names))
+
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(names):
+        return all(isinstance(el, cst.Element) and _copy_of(el.value, n, model, owner)
+                   for el, n in zip(value.elements, names))
+    if not isinstance(value, cst.Call) or not value.args or value.args[0].keyword is not None or value.args[0].star:
+        return False
+    if same_names(value.args[0].value):
+        return _copy_of(value, None, model, owner)  # `jax.device_put((a, b), d)`: each leaf copied
+    q = model.resolve(value.func, owner)
+    if q not in ("jax.tree_util.tree_map", "jax.tree_map", "jax.tree.map") or len(value.args) != 2 \
+            or any(a.keyword is not None or a.star for a in value.args) or not same_names(value.args[1].value):
+        return False
+    f = value.args[0].value
+    if isinstance(f, cst.Lambda):
+        ps = f.params
+        if len(ps.params) != 1 or ps.posonly_params or ps.kwonly_params or isinstance(ps.star_arg, cst.Param) \
+                or ps.star_kwarg is not None:
+            return False
+        return _copy_of(f.body, ps.params[0].name.value, model, owner)
+    return model.resolve(f, owner) in _COPIES  # `tree_map(jax.device_put, (a, b))`
+
+
+def _copy_of(value: cst.BaseExpression, name: Optional[str], model: ModuleModel, owner: Scope) -> bool:
+    """Whether `value` is a copying call of the name `name` (`jax.device_put(x, dev)`, `jnp.asarray(x)`,
+    `x.block_until_ready()`), given nothing that changes it (a dtype); with `name` None, of any first argument."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value == "block_until_ready" and not value.args:
+        subject = value.func.value
+        return name is not None and isinstance(subject, cst.Name) and subject.value == name
+    if model.resolve(value.func, owner) not in _COPIES or not value.args:
+        return False
+    first, rest = value.args[0], value.args[1:]
+    if first.keyword is not None or first.star:
+        return False
+    if name is not None and not (isinstance(first.value, cst.Name) and first.value.value == name):
+        return False
+    q = model.resolve(value.func, owner)
+    if q == "jax.device_put":
+        # (its second argument is the device or sharding; nothing it is given changes the value)
+        return all(not a.star and (a.keyword is None and i == 0 or a.keyword is not None
+                                   and a.keyword.value in _COPY_KEYWORDS) for i, a in enumerate(rest))
+    return all(not a.star and a.keyword is not None and a.keyword.value in _COPY_KEYWORDS for a in rest)

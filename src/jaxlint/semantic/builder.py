@@ -17,6 +17,7 @@ from ..syntax import (
     _module_name,
     _returns,
     _str_leaf,
+    _target_names,
     annotation_name,
     children,
     dotted,
@@ -239,6 +240,9 @@ class _Builder:
 
     def on_assign(self, node: cst.Assign, scope: Scope, loop: Optional[LoopInfo]) -> None:
         self.walk(node.value, scope, loop)
+        if len(node.targets) == 1:
+            for name in _target_names(node.targets[0].target):
+                scope.bound_from[(name, self.counter)] = (node.targets[0].target, node.value)
         for t in node.targets:
             self._bind_target(t.target, node.value, scope, loop)
             self._event(scope, t.target, node.value, "=")

@@ -47,6 +47,9 @@ class Scope:
     # name -> source-order stamps of its bindings in this scope (for "rebound after the def")
     bind_order: dict[str, list[int]] = field(default_factory=dict)
     bind_loops: dict[str, list[Optional["LoopInfo"]]] = field(default_factory=dict)  # the loop of each binding
+    # (name, stamp of a binding by a one-target `=`) -> the whole target and value of that statement
+    # (`a, b = tree_map(f, (a, b))` binds each name from its place in the target)
+    bound_from: dict[tuple[str, int], tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=dict)
     # id of a value bound with an annotation (`bounds: jax.Array = f(x)`) -> the annotation's head name
     # (NumPy's keeping their module, as a parameter's) and the annotation as written
     annotated: dict[int, tuple[str, cst.BaseExpression]] = field(default_factory=dict)

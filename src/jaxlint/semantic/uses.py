@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import LAX_BODIES
+from ..jaxapi import LAX_BODIES, MUTATING_METHODS
 from ..syntax import descendants, iter_children, only_called
 from .model import ModuleModel
 from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope, called_only_by_parent
@@ -82,6 +82,12 @@ class ModuleUses:
     def _visit_call(self, call: cst.Call, scope: Scope, alias: Optional[str]) -> None:
         if isinstance(call.func, cst.Name):
             self._record(call.func, scope, "call", call, alias)
+        elif _lowering(call.func) is not None:
+            # `compiled = step.lower(x).compile()`: traced here, and the compiled trace runs where `compiled` is called
+            lowered = _lowering_call(call.func)
+            self._record(_lowering(call.func), scope, "aot", lowered, alias)  # type: ignore[arg-type]
+            for a in lowered.args:  # type: ignore[union-attr]
+                self._visit(a.value, scope)
         else:
             self._visit(call.func, scope)
         wraps = alias is not None and self._transform(call, scope)
@@ -146,6 +152,9 @@ class ModuleUses:
                 self._visit(node.target, scope)
         elif tp is cst.NamedExpr:
             self._visit(node.value, scope)
+        elif tp is cst.Expr and type(node.value) is cst.Call and all(type(a.value) is cst.Name for a in node.value.args) \
+                and self.model.resolve(node.value.func, scope) in _INERT:
+            return  # `jax.block_until_ready(compiled)` on its own: it waits, and neither keeps nor runs what it is given
         elif tp is cst.AsName or tp is cst.Del:
             return
         elif tp is cst.Arg:
@@ -243,6 +252,34 @@ class ModuleUses:
                 site.made = site.made_loop = None  # (its own cache, whatever wraps it: `jax.grad(step)`)
         return found
 
+    def made_uses(self, name: str) -> Optional[Uses]:
+        """The calls that can run a function nested in the module-level def `name`, which each call of `name`
+        makes anew (a closure), when every use of `name` is module code binding its result to a name
+        (`train = make_train(cfg)`) whose uses are known: each such call, and the uses of the name bound
+        there, marked as made by that call (a cache keyed on the new closure holds no trace older than it).
+        None when a result may be kept elsewhere, or when `name` may hand back an old one (a decorator such as
+        `lru_cache`, a `global`, a store into state outside it: a memo)."""
+        root = self.model.root
+        factory = root.defs.get(name)
+        if not isinstance(factory, FunctionInfo) or factory.decorators or _may_memoize(factory, self.model):
+            return None
+        out = Uses()
+        for r in self.refs.get(name, []):
+            if _inside(r.scope, factory) or r.kind != "call" or r.scope is not root or r.alias is None \
+                    or r.call is None:
+                return None
+            sub = self.uses(r.alias, None, frozenset({name}))
+            if sub is None or sub.lasting:
+                return None
+            stamp, loop = self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call))
+            sub.sites = [site for site in sub.sites if self._flows.reaches(r.alias, r.call, site)]
+            for site in sub.sites:
+                if site.made is None or stamp > site.made:
+                    site.made, site.made_loop = stamp, loop
+            out.merge(sub)
+            out.sites.append(Site(root, stamp, loop, False, stamp, loop, r.call))
+        return out
+
     def method_uses(self, cls: ClassInfo, method: FunctionInfo) -> Optional[Uses]:
         """The module-level calls that can run `method` of the module-level class `cls`, when every use of
         the class is module code making one instance bound once to a name (`gp = Regressor(...)`) and every
@@ -297,6 +334,23 @@ class ModuleUses:
                 # it runs only while the function or class is already in use (recursion, `isinstance(o, C)`)
                 out.lasting = out.lasting or r.kind != "call"
                 continue
+            if r.kind == "aot":
+                # `step.lower(x)` traces where it runs; what it compiles runs where the name bound to
+                # `step.lower(x).compile()` is called (bound some other way, it may run at any later time)
+                if r.alias is not None and r.scope is root:
+                    sub = self.uses(r.alias, stop, busy)
+                    if sub is None:
+                        return None
+                    for site in sub.sites:
+                        site.cached = True  # (each runs the trace made at `lower`)
+                    out.merge(sub)
+                else:
+                    out.lasting = True
+                if r.scope is root or r.scope is stop:
+                    stamp, loop = self.model.call_order.get(id(r.call), 0), self.loop_of.get(id(r.call))
+                    out.sites.append(Site(r.scope, stamp, loop, True, call=r.call if r.scope is root else None))
+                    continue
+                return None
             aliased = r.alias is not None and r.scope is root and r.kind != "call"  # (a call's result is not f)
             sub = self.uses(r.alias, stop, busy) if aliased else None
             if sub is not None and r.call is not None:
@@ -502,6 +556,75 @@ class _Flows:
                     seen.add(k)  # `name = jax.jit(name)`: what reached the rewrapping reaches on
                     todo.append((self.model.call_order.get(id(value), kstamp), kpath, kloop))
         return False
+
+
+def _may_memoize(factory: FunctionInfo, model: ModuleModel) -> bool:
+    """Whether a function can keep a function it makes beyond its own call, and so hand back an old one
+    later: it (or one nested in it) declares a name `global` or `nonlocal`, or stores a function it makes
+    (a nested def or lambda, or a local bound to an expression of one) into an item or attribute of a name
+    not its own, or hands it to a mutating method of one (`CACHE[key] = step`, `made.append(step)`)."""
+    scopes = [f for f in model.functions if _inside(f, factory)]
+    if any(f.declared_global or f.declared_nonlocal for f in scopes):
+        return True
+    own: set[str] = set()
+    for f in scopes:
+        own |= f.local_names - {p.name for p in f.params}  # (a parameter holds an object from outside)
+    made = {f.name for f in scopes if f is not factory}
+    grew = True
+    while grew:  # (`step = jax.jit(train)`, `fns = (init, step)`: locals holding a made function)
+        grew = False
+        for f in scopes:
+            for local, values in f.assigned.items():
+                if local not in made and any(v is not None and names_of(v) & made for v in values):
+                    made.add(local)
+                    grew = True
+
+    def base(e: cst.BaseExpression) -> Optional[str]:
+        while isinstance(e, (cst.Attribute, cst.Subscript)):
+            e = e.value
+        return e.value if isinstance(e, cst.Name) else None
+
+    def keeps(value: Optional[cst.CSTNode]) -> bool:
+        return value is not None and (bool(names_of(value) & made) or any(
+            isinstance(n, cst.Lambda) for n in descendants(value)))
+
+    for n in descendants(factory.node):
+        if isinstance(n, cst.Assign):
+            if any(isinstance(t.target, (cst.Attribute, cst.Subscript)) and base(t.target) not in own
+                   for t in n.targets) and keeps(n.value):
+                return True
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+            if isinstance(n.target, (cst.Attribute, cst.Subscript)) and base(n.target) not in own and keeps(n.value):
+                return True
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in MUTATING_METHODS:
+            if base(n.func.value) not in own and any(keeps(a.value) for a in n.args):
+                return True
+    return False
+
+
+def names_of(node: cst.CSTNode) -> set[str]:
+    """The names an expression mentions (those of nested lambdas included)."""
+    return {n.value for n in descendants(node) if isinstance(n, cst.Name)} | (
+        {node.value} if isinstance(node, cst.Name) else set())
+
+
+# Calls that neither keep nor run what they are given (they wait for it, and hand it back).
+_INERT = frozenset({"jax.block_until_ready"})
+
+
+def _lowering(func: cst.BaseExpression) -> Optional[cst.Name]:
+    """`step` in `step.lower(x).compile` (the callee of `step.lower(x).compile()`), else None."""
+    call = _lowering_call(func)
+    return call.func.value if call is not None else None  # type: ignore[union-attr,return-value]
+
+
+def _lowering_call(func: cst.BaseExpression) -> Optional[cst.Call]:
+    """The `step.lower(x)` call in `step.lower(x).compile`."""
+    if isinstance(func, cst.Attribute) and func.attr.value == "compile" and isinstance(func.value, cst.Call) \
+            and isinstance(func.value.func, cst.Attribute) and func.value.func.attr.value == "lower" \
+            and isinstance(func.value.func.value, cst.Name):
+        return func.value
+    return None
 
 
 # Functions that call the callable they are given before they return (timing helpers).
