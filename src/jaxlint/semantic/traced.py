@@ -70,6 +70,10 @@ class _Tracer:
                 fn.declared_static |= {p.name for p in fn.params if p.annotation_expr is not None and not p.star
                                        and (scalar_annotation(p.annotation_expr, DECLARED_PYTHON)
                                             or self._plain_class(p.annotation_expr, outer))}
+                if len(fn.decorators) == 1:
+                    # ... and so does a parameter every call of the module hands a Python literal
+                    # (`check(x, "model")`), where those calls are all there are
+                    fn.declared_static |= _literal_params(fn, m)
                 fn.python_kwargs = True
         outermost: set[int] = set()
         deferred: list[tuple[FunctionInfo, Transform, dict[str, cst.BaseExpression], bool]] = []
@@ -1704,7 +1708,49 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
     if owner is m.root and m.project is not None and m.project.named_elsewhere(fn.name):
         return False  # another file may call it with anything (asked last: it searches the project's text)
     fn.container_sites.update(sites)
+    if len(aliases) == 1 and not used[fn.name] - len(sites):  # called by its name only, never handed on
+        m.__dict__.setdefault("_literal_params", {})[id(fn)] = _given_literals(
+            fn, [call for call, _scope in index.named.get(fn.name, ()) if id(call) in sites])
     return True
+
+
+def _literal_params(fn: FunctionInfo, m: ModuleModel) -> set[str]:
+    """The parameters of `fn` to which every call passes a Python literal (`"model"`, `0.5`, `None`, an
+    f-string), or that a call leaves to a literal default, when the module's calls of `fn` by its name
+    are all the calls there are (see `_calls_all_known`); empty otherwise."""
+    if not _calls_all_known(fn, m):
+        return set()
+    return set(m.__dict__.get("_literal_params", {}).get(id(fn), ()))
+
+
+def _given_literals(fn: FunctionInfo, calls: list[cst.Call]) -> set[str]:
+    positional = [p for p in fn.params if p.index is not None]
+    out = {p.name for p in fn.params if not p.star}
+    for call in calls:
+        given: dict[str, cst.BaseExpression] = {}
+        for i, a in enumerate(call.args):
+            if a.keyword is not None:
+                given[a.keyword.value] = a.value
+            elif i < len(positional):
+                given[positional[i].name] = a.value
+        out = {name for name in out if _python_literal(
+            given[name] if name in given else fn.param(name).default)}  # type: ignore[union-attr]
+    return out if calls else set()
+
+
+def _python_literal(e: Optional[cst.BaseExpression]) -> bool:
+    """A literal that evaluates to a Python scalar or string: a number, a string (an f-string or a
+    concatenation too: always a `str`), True/False/None, or a sign or arithmetic of such literals."""
+    if isinstance(e, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+                      cst.FormattedString)):
+        return True
+    if isinstance(e, cst.Name):
+        return e.value in ("True", "False", "None")
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, (cst.Minus, cst.Plus)):
+        return _python_literal(e.expression)
+    if isinstance(e, cst.BinaryOperation):
+        return _python_literal(e.left) and _python_literal(e.right)
+    return False
 
 
 @dataclass
