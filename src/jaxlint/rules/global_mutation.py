@@ -47,6 +47,10 @@ _STRUCTURE_CALLS = {
 # again: the function `jax.vjp` and `jax.linearize` return runs the recorded computation, not the Python code.
 _RUN_AT_ONCE = frozenset({"jax.eval_shape", "jax.vjp", "jax.jvp", "jax.linearize"})
 
+# Classes whose `forward` method runs when `Cls.apply(...)` is called, and only then (PyTorch's custom
+# autograd functions; its `backward` runs later, when gradients flow).
+_APPLY_RUNS_FORWARD = frozenset({"torch.autograd.Function"})
+
 # Calls making a weak reference: it does not keep its referent (a trace's tracer) alive.
 _WEAK_REFERENCES = frozenset({"weakref.ref", "weakref.proxy", "weakref.WeakMethod"})
 
@@ -244,17 +248,17 @@ def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Wh
     if any(f is not fn and f.node is not None and _mentions(f.node, name) for f in owner.defs.values()):
         return False  # another nested def reading it may run later
     model = where.model
+    applied = _applied_classes(owner, fn, name, where)
     last: Optional[cst.CSTNode] = None  # the last statement of `owner` running `fn`
-    for n, up, stmt in _names_in_order(owner.node.body, fn.node):
+    for n, up, stmt in _names_in_order(owner.node.body, fn.node, *applied.values()):
         parent = up[0]
-        if n.value == fn.name:
-            if isinstance(parent, cst.Arg) and isinstance(up[1], cst.Call):
-                call, applied = up[1], up[2]
-                q = model.resolve(call.func, owner) or ""
-                if not (q in model.transforms and isinstance(applied, cst.Call) and applied.func is call
-                        or q in LAX_BODIES or q in _RUN_AT_ONCE):
-                    return False
-            elif not (isinstance(parent, cst.Call) and parent.func is n):
+        if n.value in applied:
+            if not (isinstance(parent, cst.Attribute) and parent.value is n and parent.attr.value == "apply"
+                    and isinstance(up[1], cst.Call) and up[1].func is parent):
+                return False  # the class handed on: its `forward` may run after `owner` returns
+            last = stmt  # `Cls.apply(x)` runs `forward`, and `fn` in it, here
+        elif n.value == fn.name:
+            if not _runs_at_once(n, up, owner, where):
                 return False  # returned, stored or handed on: it may run after `owner` returns
             last = stmt
         elif n.value == name and not (isinstance(parent, (cst.Attribute, cst.Subscript)) and parent.value is n
@@ -263,6 +267,45 @@ def _dies_with_owner(name: str, owner: FunctionInfo, fn: FunctionInfo, where: Wh
     if last is None or not isinstance(last, cst.SimpleStatementLine):
         return False
     return not _mentioned_after(_block(owner.node.body), last, name)
+
+
+def _runs_at_once(n: cst.Name, up: tuple[Optional[cst.CSTNode], ...], scope: Scope, where: Where) -> bool:
+    """Whether this mention of a function (its name `n`, with its three nearest ancestors `up`) runs it
+    here and only here: a call of it, or a transform applied to it and called at once (`jax.grad(f)(x)`),
+    a loop or branch primitive, or a transform that runs it as it is given (`jax.vjp(f, x)`)."""
+    parent = up[0]
+    if isinstance(parent, cst.Call) and parent.func is n:
+        return True
+    if isinstance(parent, cst.Arg) and isinstance(up[1], cst.Call):
+        call, applied = up[1], up[2]
+        q = where.model.resolve(call.func, scope) or ""
+        return q in where.model.transforms and isinstance(applied, cst.Call) and applied.func is call \
+            or q in LAX_BODIES or q in _RUN_AT_ONCE
+    return False
+
+
+def _applied_classes(owner: FunctionInfo, fn: FunctionInfo, name: str, where: Where) -> dict[str, cst.ClassDef]:
+    """The custom autograd functions of PyTorch (`class F(torch.autograd.Function)`) that `owner` defines
+    in its body and whose `forward` runs `fn` (a call of it, or `jax.vjp(fn, *args)`): `F.apply(x)` runs
+    `forward` then and there. The other methods never mention `fn`, and no method mentions `name`.
+    Each is keyed by its name."""
+    out: dict[str, cst.ClassDef] = {}
+    if not isinstance(owner.node, cst.FunctionDef):
+        return out
+    for stmt in _block(owner.node.body):
+        cls = owner.classes.get(stmt.name.value) if isinstance(stmt, cst.ClassDef) else None
+        if cls is None or cls.node is not stmt or not any(b in _APPLY_RUNS_FORWARD for b in cls.bases) \
+                or _mentions(stmt, name) or not _mentions(stmt, fn.name):
+            continue
+        forward = [m for m in _block(stmt.body) if isinstance(m, cst.FunctionDef) and m.name.value == "forward"]
+        if len(forward) != 1 or any(m is not forward[0] and _mentions(m, fn.name) for m in _block(stmt.body)):
+            continue
+        method = next((f for f in where.model.functions if f.node is forward[0]), None)
+        if method is None or any(n.value == fn.name and not _runs_at_once(n, up, method, where)
+                                 for n, up, _stmt in _names_in_order(forward[0].body, forward[0].name)):
+            continue
+        out[stmt.name.value] = stmt
+    return out
 
 
 def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
@@ -401,15 +444,15 @@ def _once_only(node: cst.CSTNode, fn: Optional[FunctionInfo]) -> bool:
         block = _block(holder.body)
 
 
-def _names_in_order(body: cst.CSTNode, skip: cst.CSTNode
+def _names_in_order(body: cst.CSTNode, skip: cst.CSTNode, *also: cst.CSTNode
                     ) -> Iterator[tuple[cst.Name, tuple[Optional[cst.CSTNode], ...], Optional[cst.CSTNode]]]:
-    """The names under `body` in source order (not under `skip`), each with its three nearest ancestors
-    (nearest first) and the statement holding it."""
+    """The names under `body` in source order (not under `skip`, nor under the nodes `also`), each with its
+    three nearest ancestors (nearest first) and the statement holding it."""
     stack: list[tuple[cst.CSTNode, tuple[Optional[cst.CSTNode], ...], Optional[cst.CSTNode]]] = [
         (body, (None, None, None), None)]
     while stack:
         n, up, stmt = stack.pop()
-        if n is skip:
+        if n is skip or any(n is a for a in also):
             continue
         if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             stmt = n
@@ -496,8 +539,9 @@ class GlobalMutation(Rule):
     file is not. A method that traced code only calls on objects it builds itself (`sim = Sim(state);
     sim.advance(dt)` inside the jitted step, and the methods those call on `self`) writes an object of
     that trace only, and is not flagged. Nor is a write, in a def that a function only runs through a
-    transform called at once (`jax.grad(loss)(w)`, `jax.vjp(loss, w)`), onto an object that function made
-    for itself (`readout = Readout(n)`) when it never hands the object on and never mentions it after that
+    transform called at once (`jax.grad(loss)(w)`, `jax.vjp(loss, w)`), or through a custom autograd
+    function of PyTorch that it defines and applies (`Bridge.apply(x)`, whose `forward` runs
+    `jax.vjp(loss, x)` then and there), onto an object that function made for itself (`readout = Readout(n)`) when it never hands the object on and never mentions it after that
     statement: the tracer dies with the call. Nor is such a write into one slot of a local container
     (`params["w"] = w` in a loss differentiated by a step the function calls in a loop) when the
     function's first mention of the container after the step's def stores that slot again, before
