@@ -931,14 +931,14 @@ def _copy_of(value: cst.BaseExpression, name: Optional[str], model: ModuleModel,
     if isinstance(value.func, cst.Attribute) and value.func.attr.value == "block_until_ready" and not value.args:
         subject = value.func.value
         return name is not None and isinstance(subject, cst.Name) and subject.value == name
-    if model.resolve(value.func, owner) not in _COPIES or not value.args:
+    q = model.resolve(value.func, owner)
+    if q not in _COPIES or not value.args:
         return False
     first, rest = value.args[0], value.args[1:]
     if first.keyword is not None or first.star:
         return False
     if name is not None and not (isinstance(first.value, cst.Name) and first.value.value == name):
         return False
-    q = model.resolve(value.func, owner)
     if q == "jax.device_put":
         # (its second argument is the device or sharding; nothing it is given changes the value)
         return all(not a.star and (a.keyword is None and i == 0 or a.keyword is not None

@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..jaxapi import LAX_BODIES, MUTATING_METHODS
 from ..syntax import descendants, iter_children, only_called
+from .loops import names_in
 from .model import ModuleModel
 from .scopes import ClassInfo, FunctionInfo, LoopInfo, Scope, called_only_by_parent
 
@@ -82,11 +83,10 @@ class ModuleUses:
     def _visit_call(self, call: cst.Call, scope: Scope, alias: Optional[str]) -> None:
         if isinstance(call.func, cst.Name):
             self._record(call.func, scope, "call", call, alias)
-        elif _lowering(call.func) is not None:
+        elif (lowered := _lowering_call(call.func)) is not None:
             # `compiled = step.lower(x).compile()`: traced here, and the compiled trace runs where `compiled` is called
-            lowered = _lowering_call(call.func)
-            self._record(_lowering(call.func), scope, "aot", lowered, alias)  # type: ignore[arg-type]
-            for a in lowered.args:  # type: ignore[union-attr]
+            self._record(lowered.func.value, scope, "aot", lowered, alias)  # type: ignore[attr-defined]
+            for a in lowered.args:
                 self._visit(a.value, scope)
         else:
             self._visit(call.func, scope)
@@ -575,7 +575,7 @@ def _may_memoize(factory: FunctionInfo, model: ModuleModel) -> bool:
         grew = False
         for f in scopes:
             for local, values in f.assigned.items():
-                if local not in made and any(v is not None and names_of(v) & made for v in values):
+                if local not in made and any(v is not None and names_in(v) & made for v in values):
                     made.add(local)
                     grew = True
 
@@ -585,7 +585,7 @@ def _may_memoize(factory: FunctionInfo, model: ModuleModel) -> bool:
         return e.value if isinstance(e, cst.Name) else None
 
     def keeps(value: Optional[cst.CSTNode]) -> bool:
-        return value is not None and (bool(names_of(value) & made) or any(
+        return value is not None and (bool(names_in(value) & made) or any(
             isinstance(n, cst.Lambda) for n in descendants(value)))
 
     for n in descendants(factory.node):
@@ -602,20 +602,8 @@ def _may_memoize(factory: FunctionInfo, model: ModuleModel) -> bool:
     return False
 
 
-def names_of(node: cst.CSTNode) -> set[str]:
-    """The names an expression mentions (those of nested lambdas included)."""
-    return {n.value for n in descendants(node) if isinstance(n, cst.Name)} | (
-        {node.value} if isinstance(node, cst.Name) else set())
-
-
 # Calls that neither keep nor run what they are given (they wait for it, and hand it back).
 _INERT = frozenset({"jax.block_until_ready"})
-
-
-def _lowering(func: cst.BaseExpression) -> Optional[cst.Name]:
-    """`step` in `step.lower(x).compile` (the callee of `step.lower(x).compile()`), else None."""
-    call = _lowering_call(func)
-    return call.func.value if call is not None else None  # type: ignore[union-attr,return-value]
 
 
 def _lowering_call(func: cst.BaseExpression) -> Optional[cst.Call]:
