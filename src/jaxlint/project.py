@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import libcst as cst
 
-from .semantic import ClassFacts, ModuleModel, ProjectClasses
+from .semantic import ClassFacts, ModuleModel, ProjectClasses, trace_testing_defs
 from .semantic.keys import ConsumedParam, module_key_params
 from .syntax import children, parse_shared
 
@@ -61,6 +61,7 @@ class ProjectIndex:
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._tracer_fns: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
+        self._guard_defs: dict[str, dict[str, str]] = {}  # the same, read off a file's defs alone
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._plain_fns: dict[str, frozenset[str]] = {}  # per file: module-level defs (not classes)
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
@@ -184,16 +185,31 @@ class ProjectIndex:
             self._reading.pop()
         # Files read inside an import cycle saw an unfinished file: read them again now that the whole
         # cycle is known (`GARepertoire(Repertoire)` read while `repertoire.py` was still being read).
+        # A round that changes no file's facts has reached the fixed point: reading the same files again
+        # would see the same facts (a module that reaches its own classes through a package's re-export
+        # marks itself unfinished on every read).
         for _ in range(3):
             if self._reading or not self._partial:
                 break
             again, self._partial = list(self._partial), {}
+            changed = False
             for p in again:
+                before = self._tables(p)
                 self._reading.append(p)
                 try:
                     self._model(p)
                 finally:
                     self._reading.pop()
+                changed = changed or self._tables(p) != before
+            if not changed:
+                self._partial = {}
+
+    def _tables(self, path: str) -> tuple:
+        """Everything a read of the file at `path` tells the project (to see whether a read changed it)."""
+        return (self._facts.get(path), *(table.get(path) for table in (
+            self._static_fns, self._container_fns, self._tracer_fns, self._register_fns, self._plain_fns,
+            self._host_fns, self._field_fns, self._numpy_aliases, self._element_fns, self._python_params,
+            self._switch_fns, self._key_fns, self._int_consts)), self.faults.get(path))
 
     def _model(self, path: str) -> None:
         try:
@@ -219,6 +235,21 @@ class ProjectIndex:
             pass  # a file that cannot be read or parsed tells nothing
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
             self.faults[path] = f"{type(exc).__name__}: {exc}"
+
+    def _trace_tests(self, path: str) -> dict[str, str]:
+        """A module's functions that only test for a trace (see `ModuleModel.tracer_testing`): read off its
+        top-level defs, without modelling it (nor, through it, the modules it imports)."""
+        known = self._guard_defs.get(path)
+        if known is None:
+            known = self._tracer_fns.get(path) if path in self._facts and path not in self._reading else None
+        if known is None:
+            try:
+                with open(path, "rb") as f:
+                    known = trace_testing_defs(parse_shared(f.read()))
+            except Exception:  # noqa: BLE001 - a file that cannot be read or parsed tells nothing
+                known = {}
+        self._guard_defs[path] = known
+        return known
 
     def _import_map(self, path: str) -> dict[str, str]:
         """A module's module-level imported names -> absolute names (a name imported twice differently
@@ -501,7 +532,7 @@ class ProjectIndex:
             mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
-        def summary(table: dict[str, dict]) -> Callable[[str], Any]:
+        def summary(table: dict[str, dict], read: Optional[Callable[[str], dict]] = None) -> Callable[[str], Any]:
             def ask(qualname: str) -> Any:
                 full = absolute(qualname, me, is_pkg)
                 if full.rpartition(".")[0] not in imported:
@@ -510,6 +541,8 @@ class ProjectIndex:
                 path = self.path_of(mod) if mod != me else None
                 if path is None:
                     return None
+                if read is not None:
+                    return read(path).get(name)
                 self._read(path)
                 return table.get(path, {}).get(name)
             return ask
@@ -539,7 +572,7 @@ class ProjectIndex:
                               static_method=self.static_method, host_decorator=returns("host"),
                               defined_elsewhere=lambda name: any(
                                   os.path.abspath(q) != os.path.abspath(path) for q in self._def_index().get(name, ([], 0))[0]),
-                              static_elements=summary(self._element_fns), guard_helper=summary(self._tracer_fns),
+                              static_elements=summary(self._element_fns), guard_helper=summary(self._tracer_fns, self._trace_tests),
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,

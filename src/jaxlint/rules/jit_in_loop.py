@@ -354,16 +354,22 @@ def _on_own_instance(func: cst.Attribute, fn: FunctionInfo, scope: Scope, where:
 def _bound_within(fn: FunctionInfo, where: Where) -> set[str]:
     """The names a def binds for itself: its locals, those of the defs nested in it, and the targets of its
     comprehensions (`def body(carry, _): state, key = carry` binds `state`)."""
-    node = fn.node
-    assert node is not None
-    inner: set[str] = set(fn.local_names)
-    for n in descendants(node):
-        if isinstance(n, cst.CompFor):
-            inner.update(_target_names(n.target))
-    for g in where.model.functions:
-        if g.node is not None and g is not fn and contains(node, g.node):
-            inner |= g.local_names
-    return inner
+    memo = where.model.__dict__.setdefault("_bound_within", {})
+    known = memo.get(fn)
+    if known is None:
+        node = fn.node
+        assert node is not None
+        known = set(fn.local_names)
+        under: set[int] = set()  # the nodes under the def, by identity (one walk, whatever the number of defs)
+        for n in descendants(node):
+            under.add(id(n))
+            if isinstance(n, cst.CompFor):
+                known.update(_target_names(n.target))
+        for g in where.model.functions:
+            if g.node is not None and g is not fn and id(g.node) in under:
+                known |= g.local_names
+        memo[fn] = known
+    return set(known)
 
 
 def _inner_free(fn: FunctionInfo, where: Where) -> set[str]:

@@ -1,5 +1,5 @@
 """The semantic model of one module: scopes, traced functions and traced values, as rules and the API ask."""
-from .model import ModuleModel
+from .model import ModuleModel, trace_testing_defs
 from .scopes import CallableRef, ClassFacts, ClassInfo, FunctionInfo, LoopInfo, Param, ProjectClasses, Record, Scope
 from .traced import ArgInfo, ExternalCall, static_param_names, target_through
 from .values import Values

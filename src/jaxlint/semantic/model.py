@@ -2240,9 +2240,7 @@ class ModuleModel:
         Read off the module's top-level defs (the builder asks before any scope exists; the project asks after)."""
         found = self.__dict__.get("_tracer_testing")
         if found is None:
-            found = self.__dict__["_tracer_testing"] = {
-                stmt.name.value: kind for stmt in self.module.body
-                if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
+            found = self.__dict__["_tracer_testing"] = trace_testing_defs(self.module)
         return found
 
     def jit_switches(self) -> frozenset[str]:
@@ -2757,3 +2755,10 @@ def _jit_switch(fn: cst.FunctionDef) -> Optional[str]:
     if negated:
         off, on = on, off
     return test.value if plain(off) and jitted(on) else None
+
+
+def trace_testing_defs(module: cst.Module) -> dict[str, str]:
+    """A module's top-level functions that only test for a trace, by name: what they test (see
+    `guard_helper`). Read off the defs alone, so the project asks it of a file without modelling it."""
+    return {stmt.name.value: kind for stmt in module.body
+            if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
