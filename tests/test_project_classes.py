@@ -4,6 +4,7 @@ input, the fix loop and the language server's buffer lint."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -206,7 +207,7 @@ def test_the_project_pass_begun_during_the_first_pass_gives_the_same_findings(mo
     prefetch = api._Prefetch(files, files, settings)
     for row in rows:
         prefetch.offer(row)
-    assert [p for p, _ in prefetch.queue] == [str(LEARNER)]  # base.py has no findings
+    assert [p for p, *_ in prefetch.queue] == [str(LEARNER)]  # base.py has no findings
     while prefetch.waiting():
         prefetch.step()
     assert str(LEARNER) in prefetch.done and prefetch.index is not None
@@ -242,3 +243,32 @@ def test_a_result_found_in_advance_is_not_taken_once_other_files_call_into_the_f
     api.with_project_classes(files, results, settings, {str(LEARNER): {("other.py",): seed}}, project_files=files,
                              prefetched=prefetch)
     assert analysed == [str(LEARNER)]
+
+
+def test_a_key_handed_on_through_two_files_is_followed_without_modelling_their_classes(tmp_path: Path) -> None:
+    """A file whose findings are all PRNG findings asks the project only which parameters its imported
+    functions consume as keys (followed on through the files they call), not about any class."""
+    from jaxlint.api import analyse_files, module_name, run
+    from jaxlint.project import ProjectIndex, project_needs
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "draw.py").write_text("import jax\n\n\ndef draw(key, shape):\n    return jax.random.normal(key, shape)\n")
+    (pkg / "nets.py").write_text("import equinox as eqx\n\n\nclass Net(eqx.Module):\n    width: int\n")
+    (pkg / "wrap.py").write_text("from .draw import draw\nfrom .nets import Net\n\n\n"
+                                 "def noisy(key, x, net: Net):\n    return x + draw(key, x.shape) * net.width\n")
+    (pkg / "main.py").write_text("import jax\n\nfrom .wrap import noisy\n\n\n"
+                                 "def twice(x, net):\n    key = jax.random.key(0)\n    a = noisy(key, x, net)\n"
+                                 "    b = noisy(key, x, net)\n    return a, b\n")
+    files = sorted(str(p) for p in pkg.glob("*.py"))
+    settings = Settings(paths=[str(pkg)], verify=False)
+    results, _ = analyse_files(files, settings)
+    main = str(pkg / "main.py")
+    index = ProjectIndex(files, module_name)
+    assert results[main][0] == [] and project_needs(*results[main], index, main) == "keys"
+    project = index.for_file(main, (pkg / "main.py").read_bytes(), keys_only=True)
+    assert project is not None and project.key_params("pkg.wrap.noisy") == (("key", 0),)
+    assert index.modelled == []  # no module was modelled for its classes
+    found = run(Settings(paths=[str(pkg)], verify=False, cache_dir=None)).findings
+    assert [(os.path.basename(f.path), f.line, f.name) for f in found] == [("main.py", 9, "prng-key-reuse")]

@@ -347,12 +347,13 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
         transforms = _extra_transforms(settings.trace_decorators)
         found, calls = check_module(module, data, path, codes, transforms)
         if path.endswith(".py"):
-            from .project import ProjectIndex, needs_project
+            from .project import ProjectIndex, project_needs
 
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
             index = ProjectIndex([path], module_name)
-            project = index.for_file(path, data, {f.name for f in found}) \
-                if needs_project(found, calls, index, path) else None
+            need = project_needs(found, calls, index, path)
+            project = index.for_file(path, data, {f.name for f in found}, keys_only=need == "keys") \
+                if need is not None else None
             if project is not None:
                 found, _ = check_module(module, data, path, codes, transforms, project=project)
         return found, module
@@ -951,7 +952,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     whose pool is running, the files are analysed there, each worker keeping its own index of the
     project between the files it is given. With `prefetched` (the pass begun during the first pass), its
     results are taken where they hold, and its index, which has read the modules they needed, serves the rest."""
-    from .project import ProjectIndex, needs_project
+    from .project import ProjectIndex, project_needs
 
     index: Optional[ProjectIndex] = prefetched.index if prefetched is not None else None
     project_key: Optional[str] = None
@@ -966,7 +967,8 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             found, calls = results[path]
             if any(c.kind in ("key", "global") for c in calls):
                 index = index or ProjectIndex(project_files if project_files is not None else files, module_name)
-            if not needs_project(found, calls, index, path):
+            need = project_needs(found, calls, index, path)
+            if need is None:
                 continue
             data, _err = _read(path, settings.sources)  # a buffer from standard input is what was analysed
             if data is None:
@@ -982,7 +984,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                     results[path] = (hit[0], calls)
                     dropped[path] = hit[1]
                     continue
-            todo.append((path, data, external, frozenset(f.name for f in found)))
+            todo.append((path, data, external, frozenset(f.name for f in found), need == "keys"))
             keys.append(key)
         ready = [prefetched.result(item) if prefetched is not None else None for item in todo]
         rest = [item for item, known in zip(todo, ready) if known is None]
@@ -998,7 +1000,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
         else:
             computed = iter([])
         done = [known[0] if known is not None else next(computed) for known in ready]
-        for (path, _data, _ext, _asking), key, out in zip(todo, keys, done):
+        for (path, *_), key, out in zip(todo, keys, done):
             if out is None:
                 continue
             refined, refined_calls = out
@@ -1022,16 +1024,17 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
 
 
 # A file to analyse again knowing the project: its path, the bytes analysed, the calls into it from
-# other files, and the rules its first pass found (what the project is asked about).
-Refine = tuple[str, bytes, Optional[list[ExternalCall]], frozenset[str]]
+# other files, the rules its first pass found (what the project is asked about), and whether only the
+# key-consuming functions of the project bear on them (see project.project_needs).
+Refine = tuple[str, bytes, Optional[list[ExternalCall]], frozenset[str], bool]
 
 
 def _refine(item: Refine, index: "ProjectIndex", settings: Settings
             ) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
     """A file's findings and calls into other files, analysed knowing the project (None: nothing the
     project says bears on it, or the file is nested too deeply)."""
-    path, data, external, asking = item
-    project = index.for_file(path, data, asking)
+    path, data, external, asking, keys_only = item
+    project = index.for_file(path, data, asking, keys_only)
     if project is None:
         return None
     try:
@@ -1075,8 +1078,8 @@ class _Prefetch:
         self.project = project
         self.settings = settings
         self.index: Optional["ProjectIndex"] = None
-        self.queue: list[tuple[str, frozenset[str]]] = []
-        self.done: dict[str, tuple[bytes, frozenset[str], Optional[tuple[list[Finding], list[ExternalCall]]]]] = {}
+        self.queue: list[tuple[str, frozenset[str], bool]] = []
+        self.done: dict[str, tuple[bytes, frozenset[str], bool, Optional[tuple[list[Finding], list[ExternalCall]]]]] = {}
 
     def _index(self) -> "ProjectIndex":
         if self.index is None:
@@ -1086,35 +1089,37 @@ class _Prefetch:
         return self.index
 
     def offer(self, row: Row) -> None:
-        from .project import needs_project
+        from .project import project_needs
 
         path, found, calls, err = row
-        if err is None and path in self.reported and needs_project(found, calls, self._index(), path):
-            self.queue.append((path, frozenset(f.name for f in found)))
+        if err is None and path in self.reported:
+            need = project_needs(found, calls, self._index(), path)
+            if need is not None:
+                self.queue.append((path, frozenset(f.name for f in found), need == "keys"))
 
     def waiting(self) -> bool:
         return bool(self.queue)
 
     def step(self) -> None:
         """Analyse the next file in the queue knowing the project."""
-        path, asking = self.queue.pop(0)
+        path, asking, keys_only = self.queue.pop(0)
         data, _err = _read(path, self.settings.sources)
         if data is None:
             return
         try:
             with sharing_parses():
-                out = _refine((path, data, None, asking), self._index(), self.settings)
+                out = _refine((path, data, None, asking, keys_only), self._index(), self.settings)
         except Exception:  # noqa: BLE001 - the project pass analyses the file itself (and reports a fault)
             return
-        self.done[path] = (data, asking, out)
+        self.done[path] = (data, asking, keys_only, out)
 
     def result(self, item: "Refine") -> Optional[tuple[Optional[tuple[list[Finding], list[ExternalCall]]]]]:
         """What was found in advance for this item, if it was analysed so (a 1-tuple: the result may be None)."""
-        path, data, external, asking = item
+        path, data, external, asking, keys_only = item
         known = self.done.get(path)
-        if known is None or external or known[0] != data or known[1] != asking:
+        if known is None or external or known[:3] != (data, asking, keys_only):
             return None
-        return (known[2],)
+        return (known[3],)
 
 
 def _project_key(paths: list[str], settings: Settings) -> str:

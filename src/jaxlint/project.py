@@ -62,6 +62,7 @@ class ProjectIndex:
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._tracer_fns: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
         self._guard_defs: dict[str, dict[str, str]] = {}  # the same, read off a file's defs alone
+        self._keys_alone: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # see _key_consumers
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._plain_fns: dict[str, frozenset[str]] = {}  # per file: module-level defs (not classes)
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
@@ -507,13 +508,19 @@ class ProjectIndex:
                 self._static_answers[name] = known
         return known
 
-    def for_file(self, path: str, source: bytes, asking: Iterable[str] = ()) -> Optional[ProjectClasses]:
+    def for_file(self, path: str, source: bytes, asking: Iterable[str] = (), keys_only: bool = False
+                 ) -> Optional[ProjectClasses]:
         """The project's classes and functions as the file at `path` sees them: None when there is nothing
         to tell, unless the file has findings of rules (`asking`, rule names) that want to know that
-        too (that no other file calls its functions, that its bases are no project classes)."""
+        too (that no other file calls its functions, that its bases are no project classes). With
+        `keys_only` (see `project_needs`), only which parameters the imported functions consume as PRNG
+        keys: what a file whose findings the traced-code model does not decide asks, found without
+        modelling the modules the answers' modules import for their classes."""
         me = self._module_name(path)
         is_pkg = os.path.basename(path) == "__init__.py"
         imported = [m for m in _imported_modules(source, me, is_pkg) if m != me and self.path_of(m)]
+        if keys_only:
+            return self._keys_for(me, is_pkg, imported) if imported else None
         if not imported and not _ISOLATION_RULES.intersection(asking) and not self._imported_elsewhere(me, path) \
                 and not self.static_names():
             return None
@@ -582,6 +589,40 @@ class ProjectIndex:
                               package_imported=self.package_imported)
 
 
+    def _keys_for(self, me: str, is_pkg: bool, imported: list[str]) -> ProjectClasses:
+        """`for_file` with `keys_only`: the key-consuming parameters of the functions a module imports."""
+        def key_params(qualname: str) -> Optional[tuple[ConsumedParam, ...]]:
+            full = absolute(qualname, me, is_pkg)
+            if full.rpartition(".")[0] not in imported:
+                return None
+            mod, _, name = self.origin(full).rpartition(".")
+            path = self.path_of(mod) if mod != me else None
+            return self._key_consumers(path).get(name) if path is not None else None
+
+        return ProjectClasses(lambda qualname: None, key_params=key_params)
+
+    def _key_consumers(self, path: str) -> dict[str, tuple[ConsumedParam, ...]]:
+        """A module's functions that consume a key parameter (`module_key_params`), the module modelled
+        knowing only the same of the modules it imports (a module met again through an import cycle
+        consumes none, as in `_read`)."""
+        known = self._keys_alone.get(path)
+        if known is None:
+            self._keys_alone[path] = {}
+            try:
+                with open(path, "rb") as f:
+                    source = f.read()
+                model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source, keys_only=True),
+                                    trace=False)
+                known = module_key_params(model)
+            except (OSError, UnicodeError, cst.ParserSyntaxError):
+                known = {}
+            except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
+                self.faults[path] = f"{type(exc).__name__}: {exc}"
+                known = {}
+            self._keys_alone[path] = known
+        return known
+
+
 def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> ClassFacts:
     """A class's method return and field classes made absolute: the module's own (`local:Name`) and
     those it imports relatively (`.params.Joints`)."""
@@ -598,19 +639,21 @@ def _absolute_methods(facts: ClassFacts, module: str, is_package: bool) -> Class
 _ISOLATION_RULES = frozenset({"stale-global", "jit-method-self", "global-mutation", "array-item-assignment"})
 
 
-def needs_project(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]
-                  path: str = "") -> bool:
-    """Whether a file's findings could change with what the project says about its classes and functions:
-    a finding that depends on them, a PRNG key handed to a function of another project file, or a module
-    constant taken as a flag that another file may set (asked of `index` for the file at `path`)."""
+def project_needs(findings: list, calls: list = (), index: Optional["ProjectIndex"] = None,  # type: ignore[assignment]
+                  path: str = "") -> Optional[str]:
+    """What of the project a file's findings could change with. "all" it says about its classes and
+    functions: for a finding that depends on them, or a module constant taken as a flag that another file
+    may set (asked of `index` for the file at `path`). Only "keys": when every finding is of a rule the
+    traced-code model does not decide and a PRNG key is handed to a function of another project file, what
+    that function does with it. None: nothing."""
     if any(f.name not in _UNAFFECTED for f in findings):
-        return True
+        return "all"
     if index is None:
-        return False
+        return None
     if any(c.kind == "global" and index.sets_global(c.qualname, path) for c in calls):
-        return True  # a debug switch taken as a constant may be set by another file
+        return "all"  # a debug switch taken as a constant may be set by another file
     handoffs = [c.qualname for c in calls if c.kind == "key"]
-    return bool(handoffs) and any(index.defines(q, path) for q in handoffs)
+    return "keys" if handoffs and any(index.defines(q, path) for q in handoffs) else None
 
 
 def absolute(qualname: str, module: str, is_package: bool) -> str:

@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .api import Settings, _excluded, _extra_transforms, analyse, check_module, codes_for, module_name, with_deep_stack
-from .project import ProjectIndex, needs_project
+from .project import ProjectIndex, project_needs
 from .suppress import skips_file
 from .config import Config, ConfigError, find_pyproject, load
 from .findings import Finding, Verification
@@ -94,9 +94,10 @@ def _project_classes(path: str, data: bytes, found: list[Finding], calls: list[E
         return None
     try:
         index = ProjectIndex([path], module_name)
-        if not needs_project(found, calls, index, path):
+        need = project_needs(found, calls, index, path)
+        if need is None:
             return None
-        return index.for_file(path, data, {f.name for f in found})
+        return index.for_file(path, data, {f.name for f in found}, keys_only=need == "keys")
     except Exception:  # noqa: BLE001 - the classes refine findings; never let them stop the lint
         return None
 
