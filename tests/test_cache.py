@@ -182,8 +182,8 @@ def test_auto_jobs_use_a_pool_for_a_large_tree_with_the_same_output(tmp_path: Pa
     pools = []
     real = api._Workers._analyse
 
-    def spy(self: api._Workers, items: list, meanwhile: object = None) -> list:
-        rows = real(self, items, meanwhile)
+    def spy(self: api._Workers, items: list) -> list:
+        rows = real(self, items)
         pools.append(self.pool is not None)
         return rows
 

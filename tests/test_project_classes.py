@@ -184,67 +184,6 @@ def test_the_analysis_parse_skips_only_the_parsers_own_validation() -> None:
         cst.Name("not a name")
 
 
-def _first_pass(files: list[str], settings: Settings) -> tuple[dict, list]:
-    from jaxlint.api import analyse_files
-
-    results, errors = analyse_files(files, settings)
-    assert not errors
-    return results, [(p, *results[p], None) for p in files]
-
-
-def test_the_project_pass_begun_during_the_first_pass_gives_the_same_findings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """While the pool runs the first pass, the main process analyses the files that need the project; the
-    project pass takes those results where they hold (same bytes, no calls from other files) and finds the
-    same as when it does all the work itself."""
-    from jaxlint import api
-
-    files = sorted(str(p) for p in APP.glob("*.py"))
-    settings = Settings(paths=[str(APP)], verify=False)
-    results, rows = _first_pass(files, settings)
-    alone = {p: (list(f), list(c)) for p, (f, c) in results.items()}
-    api.with_project_classes(files, alone, settings, {}, project_files=files)
-
-    prefetch = api._Prefetch(files, files, settings)
-    for row in rows:
-        prefetch.offer(row)
-    assert [p for p, *_ in prefetch.queue] == [str(LEARNER)]  # base.py has no findings
-    while prefetch.waiting():
-        prefetch.step()
-    assert str(LEARNER) in prefetch.done and prefetch.index is not None
-
-    analysed: list[str] = []
-    real = api._refine
-    monkeypatch.setattr(api, "_refine", lambda item, index, s: analysed.append(item[0]) or real(item, index, s))
-    ahead = {p: (list(f), list(c)) for p, (f, c) in results.items()}
-    api.with_project_classes(files, ahead, settings, {}, project_files=files, prefetched=prefetch)
-    assert analysed == []  # taken as it was found in advance
-    assert [(f.line, f.name) for f in ahead[str(LEARNER)][0]] == EXPECTED
-    assert {p: [(f.line, f.name) for f in v[0]] for p, v in ahead.items()} == \
-        {p: [(f.line, f.name) for f in v[0]] for p, v in alone.items()}
-
-
-def test_a_result_found_in_advance_is_not_taken_once_other_files_call_into_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file found to receive calls from another file's traced code is analysed again with them: what was
-    found in advance, without them, does not hold."""
-    from jaxlint import api
-
-    files = sorted(str(p) for p in APP.glob("*.py"))
-    settings = Settings(paths=[str(APP)], verify=False)
-    results, rows = _first_pass(files, settings)
-    prefetch = api._Prefetch(files, files, settings)
-    for row in rows:
-        prefetch.offer(row)
-    while prefetch.waiting():
-        prefetch.step()
-    seed = api.ExternalCall(qualname="pad", args=(), abstract=True, cached=True, caller="main", origin="other.py")
-    analysed: list[str] = []
-    real = api._refine
-    monkeypatch.setattr(api, "_refine", lambda item, index, s: analysed.append(item[0]) or real(item, index, s))
-    api.with_project_classes(files, results, settings, {str(LEARNER): {("other.py",): seed}}, project_files=files,
-                             prefetched=prefetch)
-    assert analysed == [str(LEARNER)]
-
-
 def test_a_key_handed_on_through_two_files_is_followed_without_modelling_their_classes(tmp_path: Path) -> None:
     """A file whose findings are all PRNG findings asks the project only which parameters its imported
     functions consume as keys (followed on through the files they call), not about any class."""

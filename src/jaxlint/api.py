@@ -30,7 +30,6 @@ from .notebook import NotebookError, is_notebook, load as load_notebook, set_asi
 
 if TYPE_CHECKING:
     from .fix import FixResult
-    from .project import ProjectIndex
     from .notebook import CellError, Notebook
 
 SKIP_DIRS = frozenset(
@@ -710,9 +709,8 @@ class _Workers:
         if self.cache is not None and exc_type is None:
             self.cache.flush()
 
-    def run(self, items: list[Item], meanwhile: Optional["_Prefetch"] = None) -> list[Row]:
-        """One row per item, in the order of `items` (output never depends on the number of jobs). While
-        a pool works, the main process does `meanwhile`'s steps, offering it each row the pool returns."""
+    def run(self, items: list[Item]) -> list[Row]:
+        """One row per item, in the order of `items` (output never depends on the number of jobs)."""
         rows: list[Optional[Row]] = [None] * len(items)
         todo: list[int] = []
         jobs: list[Job] = []
@@ -729,13 +727,13 @@ class _Workers:
                         continue
             todo.append(i)
             jobs.append((path, ext, data))
-        for i, row in zip(todo, self._analyse(jobs, meanwhile)):
+        for i, row in zip(todo, self._analyse(jobs)):
             rows[i] = row
             if self.cache is not None and i in keys and row[3] is None:
                 self.cache.put(keys[i], row[0], row[1], row[2])
         return rows  # type: ignore[return-value]
 
-    def _analyse(self, items: list[Job], meanwhile: Optional["_Prefetch"] = None) -> list[Row]:
+    def _analyse(self, items: list[Job]) -> list[Row]:
         sizes = []
         for path, _, data in items:
             try:
@@ -745,10 +743,9 @@ class _Workers:
         jobs = self.jobs or auto_jobs(sum(sizes))  # 0 (auto): decided per batch until a pool exists
         if jobs == 1 or len(items) < (2 if self.pool is not None else 2 * jobs):
             return _analyse_chunk((items, self.settings))
-        import concurrent.futures
-
         if self.pool is None:
             self.jobs = jobs  # the pool's size from now on
+            import concurrent.futures
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
@@ -769,37 +766,23 @@ class _Workers:
         if current:
             chunks.append(current)
         rows: list[Optional[Row]] = [None] * len(items)
-        futures = {self.pool.submit(_analyse_chunk, ([items[i] for i in chunk], self.settings)): chunk
-                   for chunk in chunks}
-        pending = set(futures)
-        while pending:
-            # The main process waits for the pool; with work of its own (`meanwhile`), it does that instead,
-            # taking in each chunk the pool finishes between its steps.
-            busy = meanwhile is not None and meanwhile.waiting()
-            done, pending = concurrent.futures.wait(pending, timeout=0 if busy else None,
-                                                    return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in done:
-                for i, row in zip(futures[future], future.result()):
-                    rows[i] = row
-                    if meanwhile is not None:
-                        meanwhile.offer(row)
-            if pending and meanwhile is not None and meanwhile.waiting():
-                meanwhile.step()
+        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings) for chunk in chunks])
+        for chunk, chunk_rows in zip(chunks, done):
+            for i, row in zip(chunk, chunk_rows):
+                rows[i] = row
         return rows  # type: ignore[return-value]
 
 
-def analyse_files(files: list[str], settings: Settings, workers: Optional[_Workers] = None,
-                  meanwhile: Optional["_Prefetch"] = None
+def analyse_files(files: list[str], settings: Settings, workers: Optional[_Workers] = None
                   ) -> tuple[dict[str, tuple[list[Finding], list[ExternalCall]]], list[str]]:
-    """The per-file static pass, over `settings.jobs` processes when there is enough work (the main
-    process doing `meanwhile`'s work while they run)."""
+    """The per-file static pass, over `settings.jobs` processes when there is enough work."""
     results: dict[str, tuple[list[Finding], list[ExternalCall]]] = {}
     errors: list[str] = []
     if workers is None:
         with _Workers(settings) as own:
-            rows = own.run([(p, None) for p in files], meanwhile)
+            rows = own.run([(p, None) for p in files])
     else:
-        rows = workers.run([(p, None) for p in files], meanwhile)
+        rows = workers.run([(p, None) for p in files])
     for path, found, calls, err in rows:
         results[path] = (found, calls)
         if err:
@@ -942,7 +925,7 @@ def importers(files: list[str], settings: Settings, rounds: int = 1) -> list[str
 def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding], list[ExternalCall]]],
                          settings: Settings, seeds: dict[str, dict[tuple, ExternalCall]],
                          project_files: Optional[list[str]] = None, cache: Optional[Cache] = None,
-                         workers: Optional[_Workers] = None, prefetched: Optional[_Prefetch] = None) -> None:
+                         workers: Optional[_Workers] = None) -> None:
     """Analyse again, knowing the classes they import from the project, the files whose findings
     depend on it (few: most files have no findings). `project_files` (default: `files`) are the
     modules whose classes count. Notebooks are left as they are: nothing imports them, and their
@@ -950,11 +933,10 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     analysis found knowing the project is kept under the contents of every project file, so a run over
     an unchanged project reads it back instead of modelling the modules it imports again. With `workers`
     whose pool is running, the files are analysed there, each worker keeping its own index of the
-    project between the files it is given. With `prefetched` (the pass begun during the first pass), its
-    results are taken where they hold, and its index, which has read the modules they needed, serves the rest."""
+    project between the files it is given."""
     from .project import ProjectIndex, project_needs
 
-    index: Optional[ProjectIndex] = prefetched.index if prefetched is not None else None
+    index: Optional[ProjectIndex] = None
     project_key: Optional[str] = None
     project = project_files if project_files is not None else files
     pending = [p for p in files if p.endswith(".py")]
@@ -986,20 +968,13 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                     continue
             todo.append((path, data, external, frozenset(f.name for f in found), need == "keys"))
             keys.append(key)
-        ready = [prefetched.result(item) if prefetched is not None else None for item in todo]
-        rest = [item for item, known in zip(todo, ready) if known is None]
-        # In the pool, unless the main process's index has read the project already and only a few files
-        # are left for it
-        warm = prefetched is not None and prefetched.index is not None \
-            and len(rest) < 4 * (workers.jobs if workers is not None else 1)
-        if workers is not None and workers.pool is not None and len(rest) >= 2 and not warm:
-            computed = iter(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in rest]))
-        elif rest:
+        if workers is not None and workers.pool is not None and len(todo) >= 2:
+            done = list(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in todo]))
+        elif todo:
             index = index or ProjectIndex(project, module_name)
-            computed = iter([_refine(item, index, settings) for item in rest])
+            done = [_refine(item, index, settings) for item in todo]
         else:
-            computed = iter([])
-        done = [known[0] if known is not None else next(computed) for known in ready]
+            done = []
         for (path, *_), key, out in zip(todo, keys, done):
             if out is None:
                 continue
@@ -1064,64 +1039,6 @@ def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tupl
         return _refine(item, _WORKER_INDEX["index"], settings)  # type: ignore[arg-type]
 
 
-class _Prefetch:
-    """The project pass begun in the main process while the pool still runs the first pass (the main
-    process would only wait): each file the pool returns whose findings depend on the project (as
-    `with_project_classes` decides) is analysed knowing it, with no calls from other files, which are not
-    known yet. The project pass takes such a result as it is when the file turns out to have no such calls
-    and its bytes and first findings are the ones it was analysed with, and analyses the others itself;
-    either way the index of the project built here, which has modelled the modules those files import,
-    serves it. The output does not depend on what was done here in advance, only the time does."""
-
-    def __init__(self, reported: Iterable[str], project: list[str], settings: Settings) -> None:
-        self.reported = {p for p in reported if p.endswith(".py")}
-        self.project = project
-        self.settings = settings
-        self.index: Optional["ProjectIndex"] = None
-        self.queue: list[tuple[str, frozenset[str], bool]] = []
-        self.done: dict[str, tuple[bytes, frozenset[str], bool, Optional[tuple[list[Finding], list[ExternalCall]]]]] = {}
-
-    def _index(self) -> "ProjectIndex":
-        if self.index is None:
-            from .project import ProjectIndex
-
-            self.index = ProjectIndex(self.project, module_name)
-        return self.index
-
-    def offer(self, row: Row) -> None:
-        from .project import project_needs
-
-        path, found, calls, err = row
-        if err is None and path in self.reported:
-            need = project_needs(found, calls, self._index(), path)
-            if need is not None:
-                self.queue.append((path, frozenset(f.name for f in found), need == "keys"))
-
-    def waiting(self) -> bool:
-        return bool(self.queue)
-
-    def step(self) -> None:
-        """Analyse the next file in the queue knowing the project."""
-        path, asking, keys_only = self.queue.pop(0)
-        data, _err = _read(path, self.settings.sources)
-        if data is None:
-            return
-        try:
-            with sharing_parses():
-                out = _refine((path, data, None, asking, keys_only), self._index(), self.settings)
-        except Exception:  # noqa: BLE001 - the project pass analyses the file itself (and reports a fault)
-            return
-        self.done[path] = (data, asking, keys_only, out)
-
-    def result(self, item: "Refine") -> Optional[tuple[Optional[tuple[list[Finding], list[ExternalCall]]]]]:
-        """What was found in advance for this item, if it was analysed so (a 1-tuple: the result may be None)."""
-        path, data, external, asking, keys_only = item
-        known = self.done.get(path)
-        if known is None or external or known[:3] != (data, asking, keys_only):
-            return None
-        return (known[3],)
-
-
 def _project_key(paths: list[str], settings: Settings) -> str:
     """A digest of every project file's path and contents: what the project pass of any file may read."""
     import hashlib
@@ -1178,15 +1095,14 @@ def run(settings: Settings) -> Result:
         context += [p for p in importers(files, settings) if os.path.realpath(p) not in known]
     cache = Cache(settings.cache_dir) if settings.cache_dir else None
     with _Workers(settings) as workers:
-        prefetch = _Prefetch(files, files + context, settings)
-        results, errors = analyse_files(files + context, settings, workers, meanwhile=prefetch)
+        results, errors = analyse_files(files + context, settings, workers)
         seeds: dict[str, dict[tuple, ExternalCall]] = {}
         follow_across_files(files + context, results, settings, errors, workers=workers, seeds=seeds)
         # Only the reported files are analysed again; the context files (a buffer's package, importers)
         # serve as the project whose classes they see.
         with sharing_parses():  # (the files the project pass reads and those it analyses again overlap)
             with_project_classes(files, results, settings, seeds, project_files=files + context, cache=cache,
-                                 workers=workers, prefetched=prefetch)
+                                 workers=workers)
     if cache is not None:
         cache.flush()
     findings = [f for path in files for f in results[path][0]]
