@@ -10,16 +10,21 @@ snapshot may lack large non-Python blobs (images, notebooks), and an archive of 
 at the first one it cannot read, silently leaving the folder incomplete. Each one is linted by a
 `jaxlint --no-verify --no-cache --format json` child process (only the files matching its
 "include" glob, when repos.json gives one). A finding is matched to a judgement on
-(repo, path, line, rule), with the path relative to the repository folder.
+(repo, path, line, rule), with the path relative to the repository folder, and on its subject when the
+judgement records one: the first `name` its message quotes. A finding on a judged line about another
+name than the one judged is a new finding, not the judged one.
 
 judged.json is {"findings": [{"repo", "path", "line", "rule", "verdict": "TRUE"|"FALSE",
-"reason", "cause"?}, ...]}. The table counts, per rule: judged TRUE and still reported (kept),
+"reason", "cause"?, "subject"?}, ...]}. The table counts, per rule: judged TRUE and still reported (kept),
 judged TRUE and no longer reported (lost), judged FALSE and still reported, judged FALSE and
 gone, and findings nobody judged yet (new); precision = kept / (kept + FALSE still reported).
 The lost and the new findings are listed after it, for a reviewer to judge.
 
 --jobs N lints N repositories at a time. --select is passed to jaxlint and also limits which
-judgements count. --save-findings writes every finding, with its verdict if judged, as JSON.
+judgements count. --save-findings writes every finding, with its verdict if judged, as JSON;
+--from-findings reads such a file instead of running jaxlint (the report of an earlier run against the
+judgements as they are now). --record-subjects writes into the judged file the subject of each judged
+line reported about one name only, for the judgements that lack one.
 --verify runs jaxlint's verification too (it imports and traces the repositories' code, fenced as
 jaxlint always fences it; slow) and adds a second table: per rule, how the judged findings were
 verified (confirmed / refuted / unverified, for TRUE and for FALSE ones), then every judged finding
@@ -32,6 +37,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -74,6 +80,15 @@ def load_judged(path: str) -> dict[Key, dict]:
             print(f"warning: conflicting verdicts for {key}; keeping the first", file=sys.stderr)
         judged.setdefault(key, e)
     return judged
+
+
+_QUOTED = re.compile(r"`([^`]+)`")
+
+
+def subject_of(finding: dict) -> str:
+    """The name a finding is about: the first one its message quotes ("" when it quotes none)."""
+    m = _QUOTED.search(finding.get("message") or "")
+    return m.group(1) if m else ""
 
 
 def rule_codes() -> dict[str, str]:
@@ -176,6 +191,23 @@ def print_verification(reported: dict[Key, dict], judged: dict[Key, dict], in_sc
         print(f"  {repo} {path}:{line_no} {rule} judged {verdict}: {detail}")
 
 
+def record_subjects(path: str, on_line: dict[Key, list[dict]], measured: set[str]) -> int:
+    """Add to the judged file's entries without a subject the subject of their line's findings, where the
+    line is reported (in a measured repository) about one name only; how many were added."""
+    data = load_json(path, "judged file")
+    added = 0
+    for e in data["findings"]:
+        fs = on_line.get((e["repo"], e["path"], int(e["line"]), e["rule"]), [])
+        subjects = {subject_of(f) for f in fs}
+        if "subject" not in e and e["repo"] in measured and len(subjects) == 1 and "" not in subjects:
+            e["subject"] = subjects.pop()
+            added += 1
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(data, out, indent=1, ensure_ascii=False)
+        out.write("\n")
+    return added
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("corpus", metavar="CORPUS_DIR")
@@ -185,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-findings", metavar="FILE")
     p.add_argument("--select", metavar="RULES", help="rule codes, prefixes or names (as jaxlint)")
     p.add_argument("--verify", action="store_true", help="verify the findings too, and compare the verdicts")
+    p.add_argument("--from-findings", metavar="FILE", help="a file --save-findings wrote, instead of running jaxlint")
+    p.add_argument("--record-subjects", action="store_true",
+                   help="write the subjects of the judged lines reported about one name into the judged file")
     args = p.parse_args(argv)
     try:
         if not os.path.isdir(args.corpus):
@@ -197,36 +232,59 @@ def main(argv: list[str] | None = None) -> int:
 
     present = [r for r in repos if os.path.isdir(os.path.join(args.corpus, r))]
     missing = [r for r in repos if r not in present]
-    jobs = max(1, args.jobs)
-    per_run = max(1, (os.cpu_count() or 1) // jobs)
-    with ThreadPoolExecutor(jobs) as pool:
-        results = dict(zip(present, pool.map(
-            lambda r: lint(r, os.path.abspath(os.path.join(args.corpus, r)), repos[r].get("include"),
-                           args.select, per_run, args.verify), present)))
+    if args.from_findings:
+        try:
+            earlier = load_json(args.from_findings, "findings file").get("findings", [])
+        except (UsageError, AttributeError) as e:
+            print(f"realcode: {e}", file=sys.stderr)
+            return 2
+        results: dict[str, tuple[list[dict], str | None]] = {r: ([], None) for r in present}
+        for f in earlier:
+            if f.get("repo") in results:
+                results[f["repo"]][0].append({k: v for k, v in f.items() if k != "verdict"})
+    else:
+        jobs = max(1, args.jobs)
+        per_run = max(1, (os.cpu_count() or 1) // jobs)
+        with ThreadPoolExecutor(jobs) as pool:
+            results = dict(zip(present, pool.map(
+                lambda r: lint(r, os.path.abspath(os.path.join(args.corpus, r)), repos[r].get("include"),
+                               args.select, per_run, args.verify), present)))
     failed = {r: err for r, (_, err) in results.items() if err}
     measured = {r for r in present if r not in failed}
     in_scope = selector(args.select)
 
-    reported: dict[Key, dict] = {}
+    on_line: dict[Key, list[dict]] = defaultdict(list)  # every finding, by judged key
     for r in present:
         for f in results[r][0]:
-            reported.setdefault((f["repo"], f["path"], f["line"], f["rule"]), f)
+            on_line[(f["repo"], f["path"], f["line"], f["rule"])].append(f)
+
+    def judged_one(key: Key, f: dict) -> bool:
+        """Whether the judgement of this key is about this finding (its subject, when it records one)."""
+        j = judged.get(key)
+        return j is not None and (not j.get("subject") or j["subject"] == subject_of(f))
+
+    # the first finding of each judged or new key, for the verification table and the saved verdicts
+    reported: dict[Key, dict] = {}
     counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COLUMNS[:-1], 0))
     lost: list[tuple[Key, dict]] = []
     new: list[dict] = []
     for key, j in judged.items():
         if key[0] not in measured or not in_scope(key[3]):
             continue
-        hit = key in reported
-        column = ("TRUE kept" if hit else "TRUE lost") if j["verdict"] == "TRUE" \
-            else ("FALSE still" if hit else "FALSE gone")
+        hits = [f for f in on_line.get(key, []) if judged_one(key, f)]
+        if hits:
+            reported[key] = hits[0]
+        column = ("TRUE kept" if hits else "TRUE lost") if j["verdict"] == "TRUE" \
+            else ("FALSE still" if hits else "FALSE gone")
         counts[key[3]][column] += 1
         if column == "TRUE lost":
             lost.append((key, j))
-    for key, f in reported.items():
-        if key not in judged:
+    for key, fs in on_line.items():
+        others = [f for f in fs if not judged_one(key, f)]
+        if others and (key not in judged or key[0] in measured and in_scope(key[3])):
             counts[key[3]]["new"] += 1
-            new.append(f)
+            new.append(others[0])
+            reported.setdefault(key, others[0])
 
     def total(rules: list[str]) -> dict[str, int]:
         return {c: sum(counts[r][c] for r in rules) for c in COLUMNS[:-1]}
@@ -249,14 +307,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {repo} {path}:{line_no} {rule}  (judged: {j.get('reason', '')})")
     print(f"\nunjudged findings ({len(new)}):")
     for f in sorted(new, key=lambda f: (f["repo"], f["path"], f["line"], f["rule"])):
-        print(f"  {f['repo']} {f['path']}:{f['line']} {f['rule']}  {f['message']}")
+        j = judged.get((f["repo"], f["path"], f["line"], f["rule"]))
+        moved = f"  (the line was judged {j['verdict']} for `{j['subject']}`)" if j else ""
+        print(f"  {f['repo']} {f['path']}:{f['line']} {f['rule']}  {f['message']}{moved}")
 
     if args.verify:
         print_verification(reported, judged, in_scope)
 
+    if args.record_subjects:
+        recorded = record_subjects(args.judged, on_line, measured)
+        print(f"\nsubjects recorded in {args.judged}: {recorded}")
     if args.save_findings:
-        saved = [{**f, "verdict": judged[k]["verdict"]} if k in judged else f
-                 for k, f in sorted(reported.items())]
+        saved = [{**f, "verdict": judged[k]["verdict"]} if judged_one(k, f) else f
+                 for k, fs in sorted(on_line.items()) for f in fs]
         with open(args.save_findings, "w", encoding="utf-8") as out:
             json.dump({"findings": saved}, out, indent=1)
             out.write("\n")
