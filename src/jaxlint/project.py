@@ -187,8 +187,8 @@ class ProjectIndex:
         # Files read inside an import cycle saw an unfinished file: read them again now that the whole
         # cycle is known (`GARepertoire(Repertoire)` read while `repertoire.py` was still being read).
         # A round that changes no file's facts has reached the fixed point: reading the same files again
-        # would see the same facts (a module that reaches its own classes through a package's re-export
-        # marks itself unfinished on every read).
+        # would see the same facts (a module whose class facts ask whether an attribute it declares itself
+        # is static reads itself among the declaring files, and marks itself unfinished on every read).
         for _ in range(3):
             if self._reading or not self._partial:
                 break
@@ -242,14 +242,12 @@ class ProjectIndex:
         top-level defs, without modelling it (nor, through it, the modules it imports)."""
         known = self._guard_defs.get(path)
         if known is None:
-            known = self._tracer_fns.get(path) if path in self._facts and path not in self._reading else None
-        if known is None:
             try:
                 with open(path, "rb") as f:
                     known = trace_testing_defs(parse_shared(f.read()))
             except Exception:  # noqa: BLE001 - a file that cannot be read or parsed tells nothing
                 known = {}
-        self._guard_defs[path] = known
+            self._guard_defs[path] = known
         return known
 
     def _import_map(self, path: str) -> dict[str, str]:
@@ -587,7 +585,6 @@ class ProjectIndex:
                               numpy_alias=returns("numpy_alias"), int_constant=summary(self._int_consts),
                               plain_function=returns("plain"),
                               package_imported=self.package_imported)
-
 
     def _keys_for(self, me: str, is_pkg: bool, imported: list[str]) -> ProjectClasses:
         """`for_file` with `keys_only`: the key-consuming parameters of the functions a module imports."""
