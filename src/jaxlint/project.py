@@ -60,8 +60,7 @@ class ProjectIndex:
         self._static_fns: dict[str, frozenset[str]] = {}  # per file: functions returning only Python values
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
-        self._tracer_fns: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
-        self._guard_defs: dict[str, dict[str, str]] = {}  # the same, read off a file's defs alone
+        self._guard_defs: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
         self._keys_alone: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # see _key_consumers
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._plain_fns: dict[str, frozenset[str]] = {}  # per file: module-level defs (not classes)
@@ -168,7 +167,6 @@ class ProjectIndex:
         self._facts[path] = {}  # while it is read: an import cycle sees no classes
         self._static_fns[path] = frozenset()
         self._container_fns[path] = frozenset()
-        self._tracer_fns[path] = {}
         self._register_fns[path] = frozenset()
         self._plain_fns[path] = frozenset()
         self._host_fns[path] = frozenset()
@@ -208,7 +206,7 @@ class ProjectIndex:
     def _tables(self, path: str) -> tuple:
         """Everything a read of the file at `path` tells the project (to see whether a read changed it)."""
         return (self._facts.get(path), *(table.get(path) for table in (
-            self._static_fns, self._container_fns, self._tracer_fns, self._register_fns, self._plain_fns,
+            self._static_fns, self._container_fns, self._register_fns, self._plain_fns,
             self._host_fns, self._field_fns, self._numpy_aliases, self._element_fns, self._python_params,
             self._switch_fns, self._key_fns, self._int_consts)), self.faults.get(path))
 
@@ -221,7 +219,6 @@ class ProjectIndex:
             self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
             self._container_fns[path] = model.container_returning()
-            self._tracer_fns[path] = model.tracer_testing()
             self._register_fns[path] = model.registering()
             self._plain_fns[path] = model.plain_functions()
             self._host_fns[path] = model.host_decorators()
@@ -537,7 +534,15 @@ class ProjectIndex:
             mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
 
-        def summary(table: dict[str, dict], read: Optional[Callable[[str], dict]] = None) -> Callable[[str], Any]:
+        def summary(table: dict[str, dict]) -> Callable[[str], Any]:
+            def read(path: str) -> dict:  # the module modelled, with its summaries
+                self._read(path)
+                return table.get(path, {})
+            return summary_of(read)
+
+        def summary_of(read: Callable[[str], dict]) -> Callable[[str], Any]:
+            """A question about a function of an imported project module, answered from what `read` gives
+            for the module's file."""
             def ask(qualname: str) -> Any:
                 full = absolute(qualname, me, is_pkg)
                 if full.rpartition(".")[0] not in imported:
@@ -546,10 +551,7 @@ class ProjectIndex:
                 path = self.path_of(mod) if mod != me else None
                 if path is None:
                     return None
-                if read is not None:
-                    return read(path).get(name)
-                self._read(path)
-                return table.get(path, {}).get(name)
+                return read(path).get(name)
             return ask
 
         def returns(kind: str) -> Callable[[str], bool]:
@@ -577,7 +579,7 @@ class ProjectIndex:
                               static_method=self.static_method, host_decorator=returns("host"),
                               defined_elsewhere=lambda name: any(
                                   os.path.abspath(q) != os.path.abspath(path) for q in self._def_index().get(name, ([], 0))[0]),
-                              static_elements=summary(self._element_fns), guard_helper=summary(self._tracer_fns, self._trace_tests),
+                              static_elements=summary(self._element_fns), guard_helper=summary_of(self._trace_tests),
                               python_params=summary(self._python_params), key_params=summary(self._key_fns),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,

@@ -2237,7 +2237,8 @@ class ModuleModel:
 
     def tracer_testing(self) -> dict[str, str]:
         """Module-level functions that only test for a trace, by name: what they test (see `guard_helper`).
-        Read off the module's top-level defs (the builder asks before any scope exists; the project asks after)."""
+        Read off the module's top-level defs (the builder asks before any scope exists; the project reads
+        another file's with `trace_testing_defs`, without modelling it)."""
         found = self.__dict__.get("_tracer_testing")
         if found is None:
             found = self.__dict__["_tracer_testing"] = trace_testing_defs(self.module)
