@@ -444,6 +444,18 @@ MODULE_BASES: dict[str, str] = {
     "treex.Treex": "treeo",
     "treeo.Tree": "treeo",
 }
+# Library base classes the model knows by name. A project holding their source (the framework's own
+# repository: flax's tests subclass `nnx.Module`) is not asked about them: the built-in knowledge is
+# what the model has of them wherever they are used, and modelling their source means modelling most of
+# the framework, its metaclasses and registries, to learn less.
+KNOWN_BASES = frozenset(MODULE_BASES) | PYTREE_BASES | CONTAINER_BASES
+# Libraries' own functions declaring a pytree field: the call's arguments say whether the field is
+# static (`field(pytree_node=False)`, `equinox.field(static=True)`, `nnx.static()`), so a project holding
+# the library's source is not asked whether they make static fields.
+LIBRARY_FIELD_CALLS = frozenset({
+    "dataclasses.field", "flax.struct.field", "equinox.field", "equinox.static_field", "flax.nnx.data",
+    "flax.nnx.static", "chex.field", "simple_pytree.field", "simple_pytree.static_field",
+})
 # Library packages whose capitalised names are modules (`nn.Dense`, `eqx.nn.Linear`, `hk.Linear`).
 MODULE_PACKAGES = ("flax.linen.", "flax.nnx.", "equinox.nn.", "haiku.")
 # nnx Variables: their `.value` (or `[...]`) is an array leaf.

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import libcst as cst
 
+from .jaxapi import KNOWN_BASES
 from .semantic import ClassFacts, ModuleModel, ProjectClasses, trace_testing_defs
 from .semantic.keys import ConsumedParam, module_key_params
 from .syntax import children, parse_shared
@@ -495,8 +496,8 @@ class ProjectIndex:
             return name in self._static
         known = self._static_answers.get(name)
         if known is None:
-            word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
-            files = [f for f in self._declaring_files() if word.search(f[2])]
+            declared = _declaration(name)
+            files = [f for f in self._declaring_files() if declared.search(f[2])]
             static, data = self._declares(files)
             known = name in static and name not in data
             if not self._unfinished(files):
@@ -529,7 +530,7 @@ class ProjectIndex:
 
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
-            if full.rpartition(".")[0] == me:
+            if full.rpartition(".")[0] == me or full in KNOWN_BASES:
                 return None
             mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
@@ -760,6 +761,16 @@ def _statements(tree: ast.Module) -> Iterable[ast.AST]:
         node = todo.popleft()
         todo.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
         yield node
+
+
+def _declaration(name: str) -> "re.Pattern[bytes]":
+    """Where a file's text may declare `name` a field, static or not: first on a line or after `;` or
+    `:` (`name: int = 0` in a class body, `class C: name: int`), an attribute (`self.name = ...`,
+    `return children, (self.name,)`), a method (`def name(self)`), or inside a string (`meta_fields=
+    ["name"]`). A file that only passes it as a keyword (`var_defaults(name=True)`) or reads it as a
+    plain name declares no field of that name, and is not modelled to find out."""
+    word = re.escape(name.encode())
+    return re.compile(rb"(?:^[ \t]*|[.;:][ \t]*|\bdef[ \t]+|[\"'][^\"'\n]*?\b)" + word + rb"\b", re.M)
 
 
 def _mention(name: str, tail: bytes) -> "re.Pattern[bytes]":
