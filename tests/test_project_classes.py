@@ -184,6 +184,62 @@ def test_the_analysis_parse_skips_only_the_parsers_own_validation() -> None:
         cst.Name("not a name")
 
 
+def test_a_field_name_is_looked_for_only_where_a_file_can_declare_it(tmp_path: Path) -> None:
+    """Whether an attribute is a static field anywhere in the project is asked of the files that could
+    declare it: a file naming it only as a keyword argument or a plain name is not modelled for it, and
+    each way of declaring one still counts."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex, _declaration
+
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/state.py", "import flax.struct\n\n\nclass State(flax.struct.PyTreeNode):\n"
+          "    x: object\n    mode: int = flax.struct.field(pytree_node=False)\n")
+    write(tmp_path, "pkg/caller.py", "import flax.struct\nimport jax\n\n\nclass Other(flax.struct.PyTreeNode):\n"
+          "    y: object\n\n\ndef run(f, mode):\n    with jax.default_device(None):\n"
+          "        return f(mode=mode), configure(mode=True)\n")
+    user = write(tmp_path, "pkg/user.py", "def step(state):\n    return state.mode\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    project = index.for_file(str(user), user.read_bytes(), asking={"traced-if"})
+    assert project is not None and project.static_name("mode")
+    assert "caller.py" not in {Path(p).name for p in index.modelled}  # `mode` there is a keyword, a name
+    declares = ["mode: int = 0", "    mode = 3", "self.mode = m", "return kids, (self.mode,)", "def mode(self):",
+                "meta_fields=['mode']", "class C: mode: int", "x = 1; mode = 2"]
+    assert all(_declaration("mode").search(text.encode()) for text in declares)
+    assert not any(_declaration("mode").search(text.encode())
+                   for text in ["f(mode=True)", "run(x, mode=mode)", "y = mode + 1", "model = 1"])
+
+
+def test_library_bases_and_field_functions_are_not_modelled_from_the_librarys_source(tmp_path: Path) -> None:
+    """Linting a framework's own repository (its tests subclass `nnx.Module`, declare `nnx.data()`
+    fields): the names the model knows by name are not looked up in the framework's source, whose
+    modelling would take most of the framework; the model's own knowledge of them answers, as it does
+    for every project that uses the framework."""
+    from project_files import write
+
+    from jaxlint.api import analyse, module_name
+    from jaxlint.project import ProjectIndex
+
+    write(tmp_path, "flax/__init__.py", "")
+    write(tmp_path, "flax/nnx/__init__.py", "from flax.nnx.module import Module\nfrom flax.nnx.fields import data\n")
+    write(tmp_path, "flax/nnx/module.py", "class Module:\n    def __init_subclass__(cls):\n        pass\n")
+    write(tmp_path, "flax/nnx/fields.py", "import dataclasses\n\n\ndef data(value=None):\n"
+          "    return dataclasses.field(default=value)\n")
+    test = write(tmp_path, "tests/model_test.py",
+                 "import jax\nfrom flax import nnx\n\n\nclass Block(nnx.Module):\n    w: jax.Array = nnx.data()\n\n"
+                 "    def __call__(self, x):\n        if x.sum() > 0:\n            return x\n        return -x\n\n\n"
+                 "@jax.jit\ndef f(block: Block, x):\n    return block(x)\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    project = index.for_file(str(test), test.read_bytes(), asking={"traced-if"})
+    assert project is not None and project.lookup("flax.nnx.Module") is None
+    found, _calls = analyse(test.read_bytes(), str(test), project=project)
+    assert [(f.line, f.name) for f in found] == [(9, "traced-if")]  # as for any project using nnx
+    assert index.modelled == []
+
+
 def test_a_key_handed_on_through_two_files_is_followed_without_modelling_their_classes(tmp_path: Path) -> None:
     """A file whose findings are all PRNG findings asks the project only which parameters its imported
     functions consume as keys (followed on through the files they call), not about any class."""
