@@ -214,7 +214,7 @@ def test_a_field_name_is_looked_for_only_where_a_file_can_declare_it(tmp_path: P
 
 def test_library_bases_and_field_functions_are_not_modelled_from_the_librarys_source(tmp_path: Path) -> None:
     """Linting a framework's own repository (its tests subclass `nnx.Module`, declare `nnx.data()`
-    fields): the names the model knows by name are not looked up in the framework's source, whose
+    fields, decorate with `@nnx.dataclass`): the names the model knows by name are not looked up in the framework's source, whose
     modelling would take most of the framework; the model's own knowledge of them answers, as it does
     for every project that uses the framework."""
     from project_files import write
@@ -223,12 +223,13 @@ def test_library_bases_and_field_functions_are_not_modelled_from_the_librarys_so
     from jaxlint.project import ProjectIndex
 
     write(tmp_path, "flax/__init__.py", "")
-    write(tmp_path, "flax/nnx/__init__.py", "from flax.nnx.module import Module\nfrom flax.nnx.fields import data\n")
+    write(tmp_path, "flax/nnx/__init__.py", "from flax.nnx.module import Module\n"
+          "from flax.nnx.fields import data, dataclass\n")
     write(tmp_path, "flax/nnx/module.py", "class Module:\n    def __init_subclass__(cls):\n        pass\n")
     write(tmp_path, "flax/nnx/fields.py", "import dataclasses\n\n\ndef data(value=None):\n"
-          "    return dataclasses.field(default=value)\n")
+          "    return dataclasses.field(default=value)\n\n\ndef dataclass(cls):\n    return dataclasses.dataclass(cls)\n")
     test = write(tmp_path, "tests/model_test.py",
-                 "import jax\nfrom flax import nnx\n\n\nclass Block(nnx.Module):\n    w: jax.Array = nnx.data()\n\n"
+                 "import jax\nfrom flax import nnx\n\n\n@nnx.dataclass\nclass Block(nnx.Module):\n    w: jax.Array = nnx.data()\n\n"
                  "    def __call__(self, x):\n        if x.sum() > 0:\n            return x\n        return -x\n\n\n"
                  "@jax.jit\ndef f(block: Block, x):\n    return block(x)\n")
     files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
@@ -236,7 +237,7 @@ def test_library_bases_and_field_functions_are_not_modelled_from_the_librarys_so
     project = index.for_file(str(test), test.read_bytes(), asking={"traced-if"})
     assert project is not None and project.lookup("flax.nnx.Module") is None
     found, _calls = analyse(test.read_bytes(), str(test), project=project)
-    assert [(f.line, f.name) for f in found] == [(9, "traced-if")]  # as for any project using nnx
+    assert [(f.line, f.name) for f in found] == [(10, "traced-if")]  # as for any project using nnx
     assert index.modelled == []
 
 

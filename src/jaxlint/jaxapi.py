@@ -444,18 +444,23 @@ MODULE_BASES: dict[str, str] = {
     "treex.Treex": "treeo",
     "treeo.Tree": "treeo",
 }
-# Library base classes the model knows by name. A project holding their source (the framework's own
-# repository: flax's tests subclass `nnx.Module`) is not asked about them: the built-in knowledge is
-# what the model has of them wherever they are used, and modelling their source means modelling most of
-# the framework, its metaclasses and registries, to learn less.
-KNOWN_BASES = frozenset(MODULE_BASES) | PYTREE_BASES | CONTAINER_BASES
-# Libraries' own functions declaring a pytree field: the call's arguments say whether the field is
-# static (`field(pytree_node=False)`, `equinox.field(static=True)`, `nnx.static()`), so a project holding
-# the library's source is not asked whether they make static fields.
-LIBRARY_FIELD_CALLS = frozenset({
-    "dataclasses.field", "flax.struct.field", "equinox.field", "equinox.static_field", "flax.nnx.data",
-    "flax.nnx.static", "chex.field", "simple_pytree.field", "simple_pytree.static_field",
-})
+# The public namespaces of the model frameworks whose API the model knows (`nnx.Module`, `nn.jit`,
+# `eqx.field`), and their base classes by every name. A project holding a framework's source (the
+# framework's own repository: flax's tests subclass `nnx.Module`, decorate with `@nnx.dataclass`) is not
+# asked about these names: the model answers as it does for every project using the framework, and
+# modelling the source behind them means modelling most of the framework, its metaclasses and
+# registries, to learn less. The framework's own modules, importing each other by module path
+# (`from .pytreelib import data`), still see one another.
+FRAMEWORK_NAMESPACES = frozenset({"flax", "flax.linen", "flax.nnx", "flax.struct", "flax.core", "equinox",
+                                  "equinox.nn", "haiku"})
+_KNOWN_BASES = frozenset(MODULE_BASES) | PYTREE_BASES | CONTAINER_BASES
+
+
+def library_api(qual: str) -> bool:
+    """Whether a resolved name is one of a known framework's public names (see FRAMEWORK_NAMESPACES)."""
+    return qual in _KNOWN_BASES or qual.rpartition(".")[0] in FRAMEWORK_NAMESPACES
+
+
 # Library packages whose capitalised names are modules (`nn.Dense`, `eqx.nn.Linear`, `hk.Linear`).
 MODULE_PACKAGES = ("flax.linen.", "flax.nnx.", "equinox.nn.", "haiku.")
 # nnx Variables: their `.value` (or `[...]`) is an array leaf.

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import libcst as cst
 
-from .jaxapi import KNOWN_BASES
+from .jaxapi import library_api
 from .semantic import ClassFacts, ModuleModel, ProjectClasses, trace_testing_defs
 from .semantic.keys import ConsumedParam, module_key_params
 from .syntax import children, parse_shared
@@ -392,8 +392,11 @@ class ProjectIndex:
                 declared = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)"
                                       rb"(?![^\n]*\n[ \t]*\))", re.M)
                 assigned = re.compile(rb"\." + word + rb"[ \t]*=(?!=)")
-                known = not any(assigned.search(t) or declared.search(t) and not self._plain_fields(p, name)
-                                for p, t in self._given_texts().items()) and self.static_method(name)
+                # (the defs first: each is modelled alone, where a file declaring the name is modelled
+                # knowing its imports, and through them much of the project)
+                known = self.static_method(name) and not any(
+                    assigned.search(t) or declared.search(t) and not self._plain_fields(p, name)
+                    for p, t in self._given_texts().items())
             self._static_properties[name] = known
         return known
 
@@ -530,7 +533,7 @@ class ProjectIndex:
 
         def lookup(qualname: str) -> Optional[ClassFacts]:
             full = absolute(qualname, me, is_pkg)
-            if full.rpartition(".")[0] == me or full in KNOWN_BASES:
+            if full.rpartition(".")[0] == me or library_api(full):
                 return None
             mod, _, name = self.origin(full).rpartition(".")
             return self.classes(mod).get(name) if mod != me else None
@@ -546,7 +549,7 @@ class ProjectIndex:
             for the module's file."""
             def ask(qualname: str) -> Any:
                 full = absolute(qualname, me, is_pkg)
-                if full.rpartition(".")[0] not in imported:
+                if full.rpartition(".")[0] not in imported or library_api(full):
                     return None
                 mod, _, name = self.origin(full).rpartition(".")
                 path = self.path_of(mod) if mod != me else None
@@ -558,6 +561,8 @@ class ProjectIndex:
         def returns(kind: str) -> Callable[[str], bool]:
             def ask(qualname: str) -> bool:
                 full = absolute(qualname, me, is_pkg)
+                if library_api(full):
+                    return False
                 if full.rpartition(".")[0] not in imported:
                     # `Irrep.l` of `from .irrep import Irrep`: a static method of an imported class
                     owner, _, method = full.rpartition(".")

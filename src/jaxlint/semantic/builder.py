@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from ..jaxapi import (
-    CONTAINER_ANNOTATIONS, CONTAINER_BASES, LEAF_FIELD_ANNOTATIONS, LEAF_MARKING_DECORATORS, LIBRARY_FIELD_CALLS, PARTIALS, PYTREE_BASES,
+    CONTAINER_ANNOTATIONS, CONTAINER_BASES, LEAF_FIELD_ANNOTATIONS, LEAF_MARKING_DECORATORS, PARTIALS, PYTREE_BASES,
     PYTREE_CLASS_DECORATORS, STATIC_FIELD_ANNOTATIONS,
 )
 from ..syntax import (
@@ -671,11 +671,10 @@ def _field_is_static(model: "ModuleModel", value: cst.BaseExpression, scope: Sco
     last = qual.rsplit(".", 1)[-1]
     if last == "static_field" or (last == "static" and isinstance(value.func, cst.Attribute)):
         return True  # jax-md's dataclasses.static_field(), equinox's old spelling, `jax.tree.static()`, `Pytree.static()`
-    if qual not in LIBRARY_FIELD_CALLS:  # (a library's own: its arguments say, below)
-        if model.makes_static_field(qual, value.func):
-            return True  # `frozen_field(default=...)`: a helper of this module or the project returning such a field
-        if model.switched_static(value, scope):
-            return True  # `field(10, jaxed=False)`: a helper whose argument sets `pytree_node`
+    if model.makes_static_field(qual, value.func):
+        return True  # `frozen_field(default=...)`: a helper of this module or the project returning such a field
+    if model.switched_static(value, scope):
+        return True  # `field(10, jaxed=False)`: a helper whose argument sets `pytree_node`
     if last not in ("field", "Field"):
         return False
     for a in value.args:
