@@ -48,8 +48,10 @@ TRANSFORMS: dict[str, Transform] = {
     "jax.vjp": Transform("vjp", False, False),
     "jax.custom_jvp": Transform("custom_jvp", False, False, "custom"),
     "jax.custom_vjp": Transform("custom_vjp", False, False, "custom"),
-    "jax.shard_map": Transform("shard_map", True, True, "shard_map"),
-    "jax.experimental.shard_map.shard_map": Transform("shard_map", True, True, "shard_map"),
+    # Called eagerly, shard_map runs its body on every call (op by op, on each device's shard); under
+    # jit (where it is mostly used) the enclosing trace caches it.
+    "jax.shard_map": Transform("shard_map", True, False, "shard_map"),
+    "jax.experimental.shard_map.shard_map": Transform("shard_map", True, False, "shard_map"),
     # Flax's lifted jits handle `self` (a Module) and let Variables be updated in place.
     "flax.linen.jit": Transform("flax_jit", True, True, "jit"),
     "flax.nnx.jit": Transform("flax_jit", True, True, "jit", graph=True),

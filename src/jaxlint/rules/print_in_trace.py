@@ -32,7 +32,8 @@ class PrintInTrace(Rule):
     JAX traces it: `print` fires once per trace, shows abstract tracers instead of values, and never
     runs on later calls. It leaves nothing in the compiled program. Under `vmap` alone it runs every
     call but still prints tracers. Under `grad` alone (no jit) it runs every call and a printed tracer
-    shows its value (`GradTracer(primal=0.84, ...)`), so it is not reported there.
+    shows its value (`GradTracer(primal=0.84, ...)`), so it is not reported there; nor under an eager
+    `shard_map` alone, which runs its body on every call and prints each device's shard.
 
     ## Example
     ```python
@@ -73,9 +74,10 @@ class PrintInTrace(Rule):
         fn = where.traced
         if fn is None or where.resolve(node.func) != "builtins.print":
             return
-        if not fn.cached and not fn.abstract:
+        if not fn.cached and (not fn.abstract or fn.transforms == {"shard_map"}):
             # Only differentiated (`jax.grad(f)(x)` without jit): f runs on every call with concrete values,
-            # and a printed tracer shows its value (`GradTracer(primal=0.84, ...)`).
+            # and a printed tracer shows its value (`GradTracer(primal=0.84, ...)`). Only under an eager
+            # shard_map: f runs on every call, and a printed value shows each device's shard.
             return
         args = [a.value for a in node.args if a.keyword is None]
         shows = any(where.is_traced(a) or _formats_traced(a, where) for a in args)
