@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import gc
+import hashlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import libcst as cst
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
-from .project import absolute
+from .project import absolute, project_needs
 from .semantic import ExternalCall, ModuleModel, ProjectClasses
 from .positions import node_spans
 from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
@@ -346,7 +347,7 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
         transforms = _extra_transforms(settings.trace_decorators)
         found, calls = check_module(module, data, path, codes, transforms)
         if path.endswith(".py"):
-            from .project import ProjectIndex, project_needs
+            from .project import ProjectIndex
 
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
             index = ProjectIndex([path], module_name)
@@ -606,9 +607,33 @@ Item = tuple[str, Optional[list[ExternalCall]]]  # a path, and the calls into it
 Job = tuple[str, Optional[list[ExternalCall]], Optional[bytes]]  # an item, and its bytes when already read
 
 
-def _analyse_chunk(args: tuple[list[Job], Settings]) -> list[Row]:
-    jobs, settings = args
-    return with_deep_stack(lambda: [(p, *_analyse_file(p, settings, ext, data)) for p, ext, data in jobs])
+# A file's analysis knowing the project, done by a pool worker right after the file's first pass (see
+# `_Workers.project`): the digest of the bytes analysed, the rules the first pass found (what the project
+# is asked about), and what `_refine` gave.
+Early = tuple[bytes, frozenset[str], Optional[tuple[list[Finding], list[ExternalCall]]]]
+# The project's files and the files whose findings are reported, for the workers' early project pass.
+EarlyFor = tuple[list[str], frozenset[str]]
+
+
+def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor]]) -> tuple[list[Row], dict[str, Early]]:
+    jobs, settings, early_for = args
+    early: dict[str, Early] = {}
+
+    def one(path: str, ext: Optional[list[ExternalCall]], data: Optional[bytes]) -> Row:
+        if early_for is None or ext is not None or path not in early_for[1] or not path.endswith(".py"):
+            return (path, *_analyse_file(path, settings, ext, data))
+        if data is None:
+            data, _err = _read(path, settings.sources)
+        with sharing_parses():  # (the project pass below analyses the same tree again)
+            found, calls, err = _analyse_file(path, settings, None, data)
+            if err is None and data is not None and project_needs(found) == "all":
+                asking = frozenset(f.name for f in found)
+                out = _refine((path, data, None, asking, False), _worker_index(early_for[0]), settings)
+                early[path] = (hashlib.sha256(data).digest(), asking, out)
+        return (path, found, calls, err)
+
+    rows = with_deep_stack(lambda: [one(p, ext, data) for p, ext, data in jobs])
+    return rows, early
 
 
 def with_deep_stack(fn: "Callable[[], T]") -> "T":
@@ -691,6 +716,13 @@ class _Workers:
         self.jobs = max(0, settings.jobs)
         self.pool = None
         self.cache = Cache(settings.cache_dir) if settings.cache_dir else None
+        # Set by `run` for its first pass: the project's files and the reported ones. A worker then analyses
+        # a reported file whose findings the project's classes and functions may change knowing the project
+        # too, right after its first pass (on the tree just parsed), and keeps the results in `early` for
+        # `with_project_classes`. Spread over the first pass, that work balances across the workers; done
+        # after it, the one file whose project pass is slowest keeps one worker busy while the other waits.
+        self.project: Optional[EarlyFor] = None
+        self.early: dict[str, Early] = {}
 
     def __enter__(self) -> "_Workers":
         return self
@@ -742,7 +774,7 @@ class _Workers:
                 sizes.append(0)
         jobs = self.jobs or auto_jobs(sum(sizes))  # 0 (auto): decided per batch until a pool exists
         if jobs == 1 or len(items) < (2 if self.pool is not None else 2 * jobs):
-            return _analyse_chunk((items, self.settings))
+            return _analyse_chunk((items, self.settings, None))[0]
         if self.pool is None:
             self.jobs = jobs  # the pool's size from now on
             import concurrent.futures
@@ -766,10 +798,12 @@ class _Workers:
         if current:
             chunks.append(current)
         rows: list[Optional[Row]] = [None] * len(items)
-        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings) for chunk in chunks])
-        for chunk, chunk_rows in zip(chunks, done):
+        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings, self.project)
+                                              for chunk in chunks])
+        for chunk, (chunk_rows, early) in zip(chunks, done):
             for i, row in zip(chunk, chunk_rows):
                 rows[i] = row
+            self.early.update(early)
         return rows  # type: ignore[return-value]
 
 
@@ -934,14 +968,15 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     an unchanged project reads it back instead of modelling the modules it imports again. With `workers`
     whose pool is running, the files are analysed there, each worker keeping its own index of the
     project between the files it is given."""
-    from .project import ProjectIndex, project_needs
+    from .project import ProjectIndex
 
     index: Optional[ProjectIndex] = None
     project_key: Optional[str] = None
     project = project_files if project_files is not None else files
     pending = [p for p in files if p.endswith(".py")]
     reported = set(pending)
-    for _ in range(3):
+    early = workers.early if workers is not None else {}
+    for round_ in range(3):
         dropped: dict[str, list[ExternalCall]] = {}  # what a file's traced code calls, known the project
         todo: list[Refine] = []
         keys: list[Optional[str]] = []
@@ -968,13 +1003,23 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                     continue
             todo.append((path, data, external, frozenset(f.name for f in found), need == "keys"))
             keys.append(key)
-        if workers is not None and workers.pool is not None and len(todo) >= 2:
-            done = list(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in todo]))
-        elif todo:
+        # Analysed so already by a worker, right after its first pass (see `_Workers.project`): the same
+        # bytes, no calls into it from other files, the same findings asked about.
+        ready: dict[int, Optional[tuple[list[Finding], list[ExternalCall]]]] = {}
+        for i, (path, data, external, asking, keys_only) in enumerate(todo):
+            got = early.get(path) if round_ == 0 and external is None and not keys_only else None
+            if got is not None and got[:2] == (hashlib.sha256(data).digest(), asking):
+                ready[i] = got[2]
+        rest = [item for i, item in enumerate(todo) if i not in ready]
+        if workers is not None and workers.pool is not None and len(rest) >= 2:
+            computed = list(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in rest]))
+        elif rest:
             index = index or ProjectIndex(project, module_name)
-            done = [_refine(item, index, settings) for item in todo]
+            computed = [_refine(item, index, settings) for item in rest]
         else:
-            done = []
+            computed = []
+        it = iter(computed)
+        done = [ready[i] if i in ready else next(it) for i in range(len(todo))]
         for (path, *_), key, out in zip(todo, keys, done):
             if out is None:
                 continue
@@ -1028,15 +1073,20 @@ _WORKER_INDEX: dict[str, object] = {}  # in a pool worker: the project's index, 
 def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
     """`_refine` in a pool worker, with an index of the project the worker keeps while it is the same
     project (the modules one file's pass models are often the next file's imports)."""
+    item, project, settings = args
+    with sharing_parses():
+        return _refine(item, _worker_index(project), settings)
+
+
+def _worker_index(project: list[str]) -> "ProjectIndex":
+    """The index of the project this pool worker keeps, made anew when the project is another."""
     from .project import ProjectIndex
 
-    item, project, settings = args
     marker = "\0".join(project)
     if _WORKER_INDEX.get("marker") != marker:
         _WORKER_INDEX.clear()
         _WORKER_INDEX.update(marker=marker, index=ProjectIndex(project, module_name))
-    with sharing_parses():
-        return _refine(item, _WORKER_INDEX["index"], settings)  # type: ignore[arg-type]
+    return _WORKER_INDEX["index"]  # type: ignore[return-value]
 
 
 def _project_key(paths: list[str], settings: Settings) -> str:
@@ -1095,6 +1145,7 @@ def run(settings: Settings) -> Result:
         context += [p for p in importers(files, settings) if os.path.realpath(p) not in known]
     cache = Cache(settings.cache_dir) if settings.cache_dir else None
     with _Workers(settings) as workers:
+        workers.project = (files + context, frozenset(files))
         results, errors = analyse_files(files + context, settings, workers)
         seeds: dict[str, dict[tuple, ExternalCall]] = {}
         follow_across_files(files + context, results, settings, errors, workers=workers, seeds=seeds)
