@@ -437,6 +437,8 @@ MODULE_BASES: dict[str, str] = {
     "equinox.Module": "eqx",
     "flax.nnx.Module": "nnx",
     "flax.nnx.module.Module": "nnx",
+    "flax.nnx.Pytree": "nnx",
+    "flax.nnx.Object": "nnx",
     "flax.linen.Module": "linen",
     "flax.linen.module.Module": "linen",
     "haiku.Module": "haiku",

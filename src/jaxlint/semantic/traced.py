@@ -1346,7 +1346,7 @@ def _python_valued(fn: FunctionInfo, name: str, depth: int = 0) -> bool:
             size_args = _size_arguments(n, q)
             for v in size_args:
                 sizes.update(id(d) for d in descendants(v))
-            named = any(_operand_mentions(a.value, name) for a in n.args if not any(a.value is v for v in size_args)
+            named = any(_operand_mentions(a.value, name, fn) for a in n.args if not any(a.value is v for v in size_args)
                         and not _makes_function(fn, a.value))  # `jax.vmap(partial(f, n))` hands on a function
             if q == "builtins.range" and any(isinstance(d, cst.Name) and d.value == name
                                              for a in n.args for d in descendants(a.value)):
@@ -1416,9 +1416,10 @@ def _only_tested(fn: FunctionInfo, name: str) -> bool:
     return True
 
 
-def _operand_mentions(e: cst.BaseExpression, name: str) -> bool:
+def _operand_mentions(e: cst.BaseExpression, name: str, fn: Optional[FunctionInfo] = None) -> bool:
     """Whether `name` is part of the value of `e`, not only of an index or slice bound inside it
-    (`jnp.mean(x[:-n])` takes `x`'s slice as its operand, `n` only bounds it)."""
+    (`jnp.mean(x[:-n])` takes `x`'s slice as its operand, `n` only bounds it), nor, with the function `fn`
+    it is read in, only of a size inside it (`scan(step, c, jnp.ones(n))`: `n` only sizes the array)."""
     stack: list[cst.CSTNode] = [e]
     while stack:
         n = stack.pop()
@@ -1427,6 +1428,12 @@ def _operand_mentions(e: cst.BaseExpression, name: str) -> bool:
         if isinstance(n, cst.Subscript):
             stack.append(n.value)
             continue
+        if fn is not None and isinstance(n, cst.Call):
+            sizes = _size_arguments(n, _qualified(fn, n.func))
+            if sizes:
+                stack.append(n.func)
+                stack.extend(a.value for a in n.args if not any(a.value is v for v in sizes))
+                continue
         stack.extend(children(n))
     return False
 
@@ -1473,7 +1480,12 @@ def _def_named(fn: FunctionInfo, expr: cst.BaseExpression) -> Optional[FunctionI
 
 def _callee_def(fn: FunctionInfo, func: cst.BaseExpression) -> tuple[Optional[FunctionInfo], int]:
     """The def a call runs, with how many of its positional parameters are already filled: a def's name,
-    or a local bound once to `partial(f, a, b)` or to a transform of `f` (`filter_value_and_grad(f)`)."""
+    or a local bound once to `partial(f, a, b)` or to a transform of `f` (`filter_value_and_grad(f)`), or a
+    method of the class called on the method's own instance (`self.__call__(x, n)`: `self` is filled)."""
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and fn.is_method and fn.params \
+            and fn.cls is not None and func.value.value == fn.params[0].name:
+        method = fn.cls.defs.get(func.attr.value)
+        return (method, 1) if method is not None and method.is_method and method.params else (None, 0)
     found = _def_named(fn, func)
     if found is not None or not isinstance(func, cst.Name):
         return found, 0

@@ -21,7 +21,7 @@ from ..jaxapi import (
 )
 from ..syntax import container_path, _flatten, _is_literal, _returns, _target_names, dotted, iter_children
 from .builder import _scalar_guard_names, arm_tests
-from .frameworks import linen_variables_at
+from .frameworks import MODULE, MODULES, linen_variables_at
 from .scopes import UNSTAGED, FunctionInfo, LoopInfo, Scope, dead_branch
 
 if TYPE_CHECKING:
@@ -615,7 +615,17 @@ class Values:
             return False
         if self._pytree_member(e):
             return False  # `if state.dynamic_scale:`: an optional sub-object of a pytree, tested for presence
+        if self._submodules(e):
+            return False  # `if not self.layers:`: a model module's tuple of blocks, tested for emptiness
         return self.traced(e)
+
+    def _submodules(self, e: cst.BaseExpression) -> bool:
+        """An attribute of a model module holding a submodule or a list or tuple of them: its truth is
+        its presence or length, a Python value (a module itself has no truth of its own under JAX)."""
+        if not isinstance(e, cst.Attribute):
+            return False
+        cls = self.m.frameworks.instance_class(e.value, self.fn)
+        return cls is not None and self.m.frameworks.field(cls, e.attr.value)[0] in (MODULE, MODULES)
 
     def container_fallback(self, e: cst.BooleanOperation) -> bool:
         """`x or {}`, `x or []`, `x or StreamDict()`: a default of a container or an object of some class
