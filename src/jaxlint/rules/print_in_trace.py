@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 import libcst as cst
 
 from ..edits import Edit, print_to_debug_print
 from ..findings import Fix
+from ..syntax import descendants
 from .base import Rule, Where, tracing_phrase
+
+if TYPE_CHECKING:
+    from ..semantic import FunctionInfo
 
 
 class PrintInTrace(Rule):
@@ -24,8 +28,10 @@ class PrintInTrace(Rule):
     (`print("Compiling train step...")`), the other literal messages of a function that prints such an
     announcement (its progress report while tracing) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
-    reported; nor is a print of a value a test proved a Python value (`if type(part) is str:
-    print(part)` in a logging helper that hands everything else to `jax.debug.callback`).
+    reported; nor is a print of a value the same function also prints with `jax.debug.print` (the
+    trace-time view beside the run-time one, on purpose); nor is a print of a value a test proved a
+    Python value (`if type(part) is str: print(part)` in a logging helper that hands everything else to
+    `jax.debug.callback`).
 
     ## Why is this bad?
     Under `jax.jit` (and in `lax.scan`/`cond`/`while_loop` bodies) the Python function runs only while
@@ -91,6 +97,8 @@ class PrintInTrace(Rule):
                     or where.model.in_static_branch(node, where.scope, where.guards) or announces_tracing(fn.node) \
                     or where.model.retraced_each_call(fn):
                 return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
+        if shows and _has_runtime_twin(node, fn, where):
+            return  # the value printed at run time too: this print is the trace-time view, on purpose
         if fn.cached:
             what = "runs only while JAX traces it, not on each call" + (
                 ", and shows tracers instead of values" if shows else "")
@@ -105,6 +113,18 @@ class PrintInTrace(Rule):
             edit = Edit(node, lambda _old, new=new: new, None if where.model.local_name_for("jax") else "jax")
         self.report(node, f"`print` {tracing_phrase(fn)} {what}; use `jax.debug.print`.", where, fix=fix, edit=edit,
                     subject={"callee": "builtins.print"})
+
+
+def _has_runtime_twin(node: cst.Call, fn: "FunctionInfo", where: Where) -> bool:
+    """Whether the function also prints a value this `print` shows with `jax.debug.print` (`print("[trace]",
+    x)` beside `jax.debug.print("[run] {}", x)`): its author prints both the trace-time and the run-time view."""
+    def names(args: Iterable[cst.Arg]) -> set[str]:
+        return {n.value for a in args for n in descendants(a.value) if isinstance(n, cst.Name)}
+
+    shown = names(node.args)
+    return bool(shown) and any(
+        call is not node and where.resolve(call.func) == "jax.debug.print" and shown & names(call.args)
+        for call in fn.calls)
 
 
 def _is_text(expr: cst.BaseExpression) -> bool:
