@@ -553,8 +553,9 @@ class ModuleModel:
             if facts is not None:
                 return attr in facts.static_properties
         if cls is None:
-            # the object's class is not known: every property of that name in this module returns a shape
-            # fact, and no class here stores an attribute of that name (asked per attribute read: kept);
+            # the object's class is not known: every property of that name in this module returns only
+            # Python values for a traced instance (a shape fact, or what a helper computes from the class's
+            # static fields), and no class here stores an attribute of that name (asked per attribute read: kept);
             # else, defined in no class here, every property of that name in the project returns only
             # Python values and no project file stores an attribute of that name
             known = self.__dict__.setdefault("_shape_props", {})
@@ -563,7 +564,7 @@ class ModuleModel:
                 known[attr] = not any(attr in c.fields for c in self._all_classes()) and not any(
                     isinstance(t, cst.Attribute) and t.attr.value == attr
                     for f in self.functions if not self._plain_object_method(f) for t, _v, _h in f.events) and (
-                    all(self._shape_property(f) for f in props) if props
+                    all(self._static_prop(f) for f in props) if props
                     else self.project is not None and self.project.static_property(attr))
             return known[attr]
         prop = cls.defs.get(attr)
