@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from ..edits import Edit, print_to_debug_print
 from ..findings import Fix
-from ..syntax import descendants
 from .base import Rule, Where, tracing_phrase
 
 if TYPE_CHECKING:
@@ -28,7 +27,7 @@ class PrintInTrace(Rule):
     (`print("Compiling train step...")`), the other literal messages of a function that prints such an
     announcement (its progress report while tracing) and messages in an arm of an `if` on configuration
     (`if cfg.use_aux: print("with the auxiliary loss")`) are deliberate trace-time logging and are not
-    reported; nor is a print of a value the same function also prints with `jax.debug.print` (the
+    reported; nor is a print in a function that also prints with `jax.debug.print` (its author shows the
     trace-time view beside the run-time one, on purpose); nor is a print of a value a test proved a
     Python value (`if type(part) is str: print(part)` in a logging helper that hands everything else to
     `jax.debug.callback`).
@@ -97,8 +96,8 @@ class PrintInTrace(Rule):
                     or where.model.in_static_branch(node, where.scope, where.guards) or announces_tracing(fn.node) \
                     or where.model.retraced_each_call(fn):
                 return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
-        if shows and _has_runtime_twin(node, fn, where):
-            return  # the value printed at run time too: this print is the trace-time view, on purpose
+        if shows and _prints_at_run_time(node, fn, where):
+            return  # the function prints at run time too: this print is the trace-time view, on purpose
         if fn.cached:
             what = "runs only while JAX traces it, not on each call" + (
                 ", and shows tracers instead of values" if shows else "")
@@ -115,16 +114,10 @@ class PrintInTrace(Rule):
                     subject={"callee": "builtins.print"})
 
 
-def _has_runtime_twin(node: cst.Call, fn: "FunctionInfo", where: Where) -> bool:
-    """Whether the function also prints a value this `print` shows with `jax.debug.print` (`print("[trace]",
-    x)` beside `jax.debug.print("[run] {}", x)`): its author prints both the trace-time and the run-time view."""
-    def names(args: Iterable[cst.Arg]) -> set[str]:
-        return {n.value for a in args for n in descendants(a.value) if isinstance(n, cst.Name)}
-
-    shown = names(node.args)
-    return bool(shown) and any(
-        call is not node and where.resolve(call.func) == "jax.debug.print" and shown & names(call.args)
-        for call in fn.calls)
+def _prints_at_run_time(node: cst.Call, fn: "FunctionInfo", where: Where) -> bool:
+    """Whether the function also prints with `jax.debug.print` (`print("[trace]", x)` beside
+    `jax.debug.print("[run] {}", x)`): its author knows which runs when, and prints at trace time on purpose."""
+    return any(call is not node and where.resolve(call.func) == "jax.debug.print" for call in fn.calls)
 
 
 def _is_text(expr: cst.BaseExpression) -> bool:
