@@ -2516,8 +2516,9 @@ def identity_hash(cls: ClassInfo) -> bool:
         and "__eq__" not in cls.defs and "__hash__" not in cls.defs and not cls.pytree
 
 
-def _reads_own_field(e: cst.BaseExpression, owner: str, fields: set[str]) -> bool:
-    """Whether an expression reads one of these fields of the instance (`self._grid_slice_tuple`)."""
+def _reads_own_field(e: cst.BaseExpression, owner: str, fields: set[str], nested: frozenset[str] = frozenset()) -> bool:
+    """Whether an expression reads one of these fields of the instance (`self._grid_slice_tuple`), or an
+    attribute of one of its `nested` fields (`self.structure.atomic_numbers`, whose class says)."""
     if not fields:
         return False
     found = False
@@ -2525,8 +2526,10 @@ def _reads_own_field(e: cst.BaseExpression, owner: str, fields: set[str]) -> boo
     class _Seek(cst.CSTVisitor):
         def visit_Attribute(self, node: cst.Attribute) -> bool:
             nonlocal found
-            found = found or (isinstance(node.value, cst.Name) and node.value.value == owner
-                              and node.attr.value in fields)
+            inner = node.value
+            found = found or (isinstance(inner, cst.Name) and inner.value == owner and node.attr.value in fields) \
+                or (isinstance(inner, cst.Attribute) and isinstance(inner.value, cst.Name)
+                    and inner.value.value == owner and inner.attr.value in nested)
             return not found
 
     e.visit(_Seek())
@@ -2540,7 +2543,8 @@ def _built_from_own_fields(fn: FunctionInfo, e: cst.BaseExpression, owner: str, 
     length or a literal). A filter, not a proof: the summary then decides."""
     if not fields or depth > 3:
         return False
-    if _reads_own_field(e, owner, fields) or depth and _mentions_static_fact(e):
+    nested = frozenset(fn.cls.field_types) - fields if fn.cls is not None else frozenset()
+    if _reads_own_field(e, owner, fields, nested) or depth and _mentions_static_fact(e):
         return True
     names = {n.value for n in descendants(e) if isinstance(n, cst.Name)
              and n.value in fn.assigned and fn.param(n.value) is None}
