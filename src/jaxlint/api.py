@@ -19,7 +19,7 @@ import libcst as cst
 from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
-from .project import absolute, project_needs
+from .project import ProjectIndex, absolute, project_needs
 from .semantic import ExternalCall, ModuleModel, ProjectClasses
 from .positions import node_spans
 from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
@@ -347,8 +347,6 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
         transforms = _extra_transforms(settings.trace_decorators)
         found, calls = check_module(module, data, path, codes, transforms)
         if path.endswith(".py"):
-            from .project import ProjectIndex
-
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
             index = ProjectIndex([path], module_name)
             need = project_needs(found, calls, index, path)
@@ -968,8 +966,6 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     an unchanged project reads it back instead of modelling the modules it imports again. With `workers`
     whose pool is running, the files are analysed there, each worker keeping its own index of the
     project between the files it is given."""
-    from .project import ProjectIndex
-
     index: Optional[ProjectIndex] = None
     project_key: Optional[str] = None
     project = project_files if project_files is not None else files
@@ -1005,22 +1001,19 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             keys.append(key)
         # Analysed so already by a worker, right after its first pass (see `_Workers.project`): the same
         # bytes, no calls into it from other files, the same findings asked about.
-        ready: dict[int, Optional[tuple[list[Finding], list[ExternalCall]]]] = {}
+        done: dict[int, Optional[tuple[list[Finding], list[ExternalCall]]]] = {}
         for i, (path, data, external, asking, keys_only) in enumerate(todo):
             got = early.get(path) if round_ == 0 and external is None and not keys_only else None
             if got is not None and got[:2] == (hashlib.sha256(data).digest(), asking):
-                ready[i] = got[2]
-        rest = [item for i, item in enumerate(todo) if i not in ready]
+                done[i] = got[2]
+        rest = [i for i in range(len(todo)) if i not in done]
         if workers is not None and workers.pool is not None and len(rest) >= 2:
-            computed = list(workers.pool.map(_refine_in_worker, [(item, project, settings) for item in rest]))
+            done.update(zip(rest, workers.pool.map(_refine_in_worker, [(todo[i], project, settings) for i in rest])))
         elif rest:
             index = index or ProjectIndex(project, module_name)
-            computed = [_refine(item, index, settings) for item in rest]
-        else:
-            computed = []
-        it = iter(computed)
-        done = [ready[i] if i in ready else next(it) for i in range(len(todo))]
-        for (path, *_), key, out in zip(todo, keys, done):
+            done.update((i, _refine(todo[i], index, settings)) for i in rest)
+        for i, ((path, *_), key) in enumerate(zip(todo, keys)):
+            out = done[i]
             if out is None:
                 continue
             refined, refined_calls = out
@@ -1049,7 +1042,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
 Refine = tuple[str, bytes, Optional[list[ExternalCall]], frozenset[str], bool]
 
 
-def _refine(item: Refine, index: "ProjectIndex", settings: Settings
+def _refine(item: Refine, index: ProjectIndex, settings: Settings
             ) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
     """A file's findings and calls into other files, analysed knowing the project (None: nothing the
     project says bears on it, or the file is nested too deeply)."""
@@ -1078,10 +1071,8 @@ def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tupl
         return _refine(item, _worker_index(project), settings)
 
 
-def _worker_index(project: list[str]) -> "ProjectIndex":
+def _worker_index(project: list[str]) -> ProjectIndex:
     """The index of the project this pool worker keeps, made anew when the project is another."""
-    from .project import ProjectIndex
-
     marker = "\0".join(project)
     if _WORKER_INDEX.get("marker") != marker:
         _WORKER_INDEX.clear()

@@ -96,7 +96,7 @@ class PrintInTrace(Rule):
                     or where.model.in_static_branch(node, where.scope, where.guards) or announces_tracing(fn.node) \
                     or where.model.retraced_each_call(fn):
                 return  # (the last: each call passes a new static value, so it is traced, and prints, each time)
-        if shows and _prints_at_run_time(node, fn, where):
+        if shows and _prints_at_run_time(fn, where):
             return  # the function prints at run time too: this print is the trace-time view, on purpose
         if fn.cached:
             what = "runs only while JAX traces it, not on each call" + (
@@ -114,10 +114,10 @@ class PrintInTrace(Rule):
                     subject={"callee": "builtins.print"})
 
 
-def _prints_at_run_time(node: cst.Call, fn: "FunctionInfo", where: Where) -> bool:
+def _prints_at_run_time(fn: "FunctionInfo", where: Where) -> bool:
     """Whether the function also prints with `jax.debug.print` (`print("[trace]", x)` beside
     `jax.debug.print("[run] {}", x)`): its author knows which runs when, and prints at trace time on purpose."""
-    return any(call is not node and where.resolve(call.func) == "jax.debug.print" for call in fn.calls)
+    return any(where.resolve(call.func) == "jax.debug.print" for call in fn.calls)
 
 
 def _is_text(expr: cst.BaseExpression) -> bool:
