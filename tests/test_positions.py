@@ -19,6 +19,12 @@ SOURCES = {
     "compound": (b'if True:\n    pass\nelse:\n    pass\nasync def g():\n    async with a as b:\n        pass\n'
                  b'z = """\nmulti\n"""; w = 1;\ntry:\n    pass\nexcept E as e:\n    pass\nfinally:\n    pass\n'),
     "comments_only": b"# only a comment\n",
+    "nested": (b"import jax\n\n\nclass T(Base):\n    \"\"\"doc\"\"\"\n\n    x: int = 1\n\n    # about f\n    @jax.jit\n"
+               b"    # between\n    def f(self, a):\n        if a:\n            b = 1; c = 2\n\n        # c\n"
+               b"        return a\n\n    class Inner:\n      def g(self): return 3\n      async def h(self):\n"
+               b"        pass\n    def k(self):\n        pass\n        # trailing\n\n\ndef top():\n  y = [\n    1,\n"
+               b"  ]\n  return y\n"),
+    "nested_crlf_no_final_newline": b"class A:\r\n    def f(self):\r\n        return 1\r\n    def g(self):\r\n        x = 2",
 }
 
 
@@ -60,3 +66,44 @@ def test_children_skip_plain_values() -> None:
     call = cst.parse_expression("f(a, b=1)")
     assert [type(c).__name__ for c in children(call)] == ["Name", "Arg", "Arg"]
     assert children(cst.Name("x")) == []
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_spans_of_single_nodes_inside_classes_and_defs_match_libcst(name: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked for one node, only the innermost statements of its class or def that hold it are generated
+    (never the whole module here): still libcst's positions, node for node."""
+    raw = SOURCES[name]
+    module = cst.parse_module(raw)
+    expected = _expected(module)
+    text = raw.decode(module.encoding)
+    whole: list = []
+    real = positions._whole
+    monkeypatch.setattr(positions, "_whole", lambda m: whole.append(m) or real(m))
+    for index, stmt in enumerate(module.body):
+        for node in _reportable(stmt):
+            got = positions.node_spans(module, text, [node], [index])
+            assert got[id(node)] == expected[id(node)]
+    assert whole == []
+
+
+def _reportable(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes a finding can point at: statements, names and expressions (no whitespace or punctuation)."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(children(n))
+    return out
+
+
+def test_only_the_statements_holding_the_nodes_are_generated() -> None:
+    raw = SOURCES["nested"]
+    module = cst.parse_module(raw)
+    cls = module.body[1]
+    ret = cls.body.body[2].body.body[-1]  # `return a` in `def f`
+    tree = positions._ast_of(raw.decode())
+    pieces: list = []
+    positions._pieces(cls, tree.body[1], 4, [], {id(ret.body[0])}, "    ", pieces)
+    assert [(type(p).__name__, line, indents) for p, line, indents in pieces] == [
+        ("SimpleStatementLine", 15, ["    ", "    "])]  # (its code begins with the blank line and comment above it)

@@ -234,6 +234,40 @@ def _syntax_error(raw: bytes, path: str, exc: cst.ParserSyntaxError) -> Finding:
                            f"Syntax error: {_one_line(exc)}; the file was not checked.")
 
 
+# What a file names when its own code can trace a function, hold a PRNG key or declare a pytree class: the
+# libraries the model knows (`jax` covers jaxlib, jax_dataclasses, genjax, …) and suppression comments
+# (whose findings need the analysis). See `inert`.
+_JAX_MARKERS = re.compile(rb"jax|flax|equinox|haiku|treex|treeo|penzai|chex|optax|numpyro|distrax|brax|mujoco"
+                          rb"|pytreeclass|simple_pytree|plum|multimethod|(?i:jaxlint|noqa)")
+_IMPORTS = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([^\n#;]+))", re.MULTILINE)
+_HEAD = re.compile(rb"[\s(\\]*(\w+)")  # the top-level package an imported name starts with
+
+
+def inert(raw: bytes, path: str, packages: frozenset[str], trace_decorators: Iterable[str] = ()) -> bool:
+    """Whether the first pass over a file would find nothing and see no call worth following: it names no
+    JAX library (`_JAX_MARKERS`) nor a part of a configured trace decorator's name, imports no module of
+    the project (no relative import, no top-level package in `packages`: a project's own wrappers of
+    `jax.random` or its `Array` alias reach a file that way), and CPython reads it. Such a file is only
+    parsed by CPython: libcst's tree, most of what a file costs, is spared (a quarter of the bytes of the
+    application repositories measured). Called from traced code of another file, it is analysed with those
+    calls as any other (`follow_across_files`)."""
+    if _JAX_MARKERS.search(raw) or any(part.encode() in raw for name in trace_decorators
+                                       for part in name.split(".") if part):
+        return False
+    for m in _IMPORTS.finditer(raw):
+        if m.group(1):
+            return False  # a relative import: a module of the project
+        for name in [m.group(2)] if m.group(3) is None else m.group(3).split(b","):
+            head = _HEAD.match(name)
+            if head is not None and head.group(1).decode("ascii") in packages:
+                return False
+    try:
+        compile(raw, path, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # (libcst's parse says what is wrong, or reads what CPython cannot)
+    return True
+
+
 def _extra_transforms(names: Iterable[str]) -> dict[str, Transform]:
     return {n: Transform("jit", abstract=True, cached=True, statics="jit") for n in names}
 
@@ -502,12 +536,18 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     from .rules.base import Where  # local: keeps the import graph of this module small
 
     tops: set[Optional[int]] = set()  # the top-level statements holding the reported nodes
+    traced_scopes: dict[int, bool] = {}  # id of a scope -> whether it is (in) a traced function
     for rec in model.records:
-        where = Where(model, rec.scope, rec.loop, rec.guards)
-        traced = model.traced_function(rec.scope) is not None
+        scope = rec.scope
+        traced = traced_scopes.get(id(scope))
+        if traced is None:
+            traced = traced_scopes[id(scope)] = model.traced_function(scope) is not None
+        where = None
         for rule, visit in dispatch[type(rec.node)]:
             if not rule.anywhere and not traced:
                 continue
+            if where is None:
+                where = Where(model, scope, rec.loop, rec.guards)
             before = len(rule.reports)
             visit(rec.node, where)
             if len(rule.reports) != before:
@@ -613,15 +653,28 @@ Early = tuple[bytes, frozenset[str], Optional[tuple[list[Finding], list[External
 EarlyFor = tuple[list[str], frozenset[str]]
 
 
-def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor]]) -> tuple[list[Row], dict[str, Early]]:
-    jobs, settings, early_for = args
+def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor], bool]
+                   ) -> tuple[list[Row], dict[str, Early], list[str]]:
+    """Rows for the jobs. With the project (`early_for`, a first pass), files that `inert` says hold
+    nothing are not parsed, and with `refine` (a pool worker) the reported files are analysed knowing the
+    project right after their first pass (see `_Workers.project`). Also the files found inert."""
+    jobs, settings, early_for, refine = args
     early: dict[str, Early] = {}
+    inert_paths: list[str] = []
+    packages = _project_packages(early_for[0]) if early_for is not None else frozenset()
 
     def one(path: str, ext: Optional[list[ExternalCall]], data: Optional[bytes]) -> Row:
-        if early_for is None or ext is not None or path not in early_for[1] or not path.endswith(".py"):
+        if early_for is None or ext is not None or not path.endswith(".py"):
             return (path, *_analyse_file(path, settings, ext, data))
         if data is None:
             data, _err = _read(path, settings.sources)
+            if data is None:
+                return (path, *_analyse_file(path, settings, ext, data))
+        if inert(data, path, packages, settings.trace_decorators):
+            inert_paths.append(path)
+            return (path, [], [], None)
+        if not refine or path not in early_for[1]:
+            return (path, *_analyse_file(path, settings, ext, data))
         with sharing_parses():  # (the project pass below analyses the same tree again)
             found, calls, err = _analyse_file(path, settings, None, data)
             if err is None and data is not None and project_needs(found) == "all":
@@ -631,7 +684,22 @@ def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor]]) -> tupl
         return (path, found, calls, err)
 
     rows = with_deep_stack(lambda: [one(p, ext, data) for p, ext, data in jobs])
-    return rows, early
+    return rows, early, inert_paths
+
+
+_PACKAGES: dict[str, object] = {}  # in a process: the top-level packages of the project last asked about
+
+
+def _project_packages(project: list[str]) -> frozenset[str]:
+    """The top-level packages (and script modules) of the project's files: what a file importing the project
+    names first (see `inert`)."""
+    marker = "\0".join(project)
+    if _PACKAGES.get("marker") != marker:
+        _PACKAGES.clear()
+        _PACKAGES.update(marker=marker, names=frozenset(
+            name.split(".")[0] for p in project if not is_notebook(p)
+            for name in (module_name(p), namespace_name(p)) if name))
+    return _PACKAGES["names"]  # type: ignore[return-value]
 
 
 def with_deep_stack(fn: "Callable[[], T]") -> "T":
@@ -721,6 +789,9 @@ class _Workers:
         # after it, the one file whose project pass is slowest keeps one worker busy while the other waits.
         self.project: Optional[EarlyFor] = None
         self.early: dict[str, Early] = {}
+        # Files the first pass found `inert`: their empty rows are not cached, since whether a file is inert
+        # depends on the project's other files (the packages it may import), which the cache key leaves out.
+        self.inert: set[str] = set()
 
     def __enter__(self) -> "_Workers":
         return self
@@ -759,7 +830,7 @@ class _Workers:
             jobs.append((path, ext, data))
         for i, row in zip(todo, self._analyse(jobs)):
             rows[i] = row
-            if self.cache is not None and i in keys and row[3] is None:
+            if self.cache is not None and i in keys and row[3] is None and row[0] not in self.inert:
                 self.cache.put(keys[i], row[0], row[1], row[2])
         return rows  # type: ignore[return-value]
 
@@ -772,7 +843,9 @@ class _Workers:
                 sizes.append(0)
         jobs = self.jobs or auto_jobs(sum(sizes))  # 0 (auto): decided per batch until a pool exists
         if jobs == 1 or len(items) < (2 if self.pool is not None else 2 * jobs):
-            return _analyse_chunk((items, self.settings, None))[0]
+            rows, _early, inert_paths = _analyse_chunk((items, self.settings, self.project, False))
+            self.inert.update(inert_paths)
+            return rows
         if self.pool is None:
             self.jobs = jobs  # the pool's size from now on
             import concurrent.futures
@@ -796,12 +869,13 @@ class _Workers:
         if current:
             chunks.append(current)
         rows: list[Optional[Row]] = [None] * len(items)
-        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings, self.project)
+        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings, self.project, True)
                                               for chunk in chunks])
-        for chunk, (chunk_rows, early) in zip(chunks, done):
+        for chunk, (chunk_rows, early, inert_paths) in zip(chunks, done):
             for i, row in zip(chunk, chunk_rows):
                 rows[i] = row
             self.early.update(early)
+            self.inert.update(inert_paths)
         return rows  # type: ignore[return-value]
 
 

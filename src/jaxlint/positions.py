@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from .syntax import children
 
 # (start line, start column, end line, end column): lines one-based, columns zero-based, like libcst
 Span = tuple[int, int, int, int]
@@ -97,14 +99,24 @@ def _whole(module: cst.Module) -> dict[int, Span]:
 def _start_lines(module: cst.Module, text: str) -> Optional[list[int]]:
     """The line on which the code of each top-level statement begins (its leading blank and comment
     lines included), from CPython's parser; None when the two parsers do not line up."""
+    tree = _ast_of(text)
+    lines = _body_lines(module.body, tree.body) if tree is not None else None
+    return [line for line, _node in lines] if lines is not None else None
+
+
+def _ast_of(text: str) -> Optional[ast.Module]:
     try:
-        tree = ast.parse(text)
+        return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    stmts = tree.body
-    out: list[int] = []
+
+
+def _body_lines(body: Sequence[cst.BaseStatement], stmts: list[ast.stmt]) -> Optional[list[tuple[int, ast.stmt]]]:
+    """For each statement of a block, the line on which its code begins (its leading blank and comment lines
+    included) and CPython's node of its first statement; None when the two parsers do not line up."""
+    out: list[tuple[int, ast.stmt]] = []
     i = 0
-    for stmt in module.body:
+    for stmt in body:
         if i >= len(stmts):
             return None
         node = stmts[i]
@@ -121,10 +133,42 @@ def _start_lines(module: cst.Module, text: str) -> Optional[list[int]]:
                 line = deco_list[0].lineno - len(decorators[0].leading_lines)
             else:
                 line = node.lineno
-        out.append(line - len(stmt.leading_lines))
+        out.append((line - len(stmt.leading_lines), node))
     if i != len(stmts):
         return None
     return out
+
+
+_DEFS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _holds(node: cst.CSTNode, wanted: set[int], skip: Optional[cst.CSTNode] = None) -> bool:
+    """Whether a wanted node lies in the subtree of `node` (outside `skip`)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in wanted:
+            return True
+        stack.extend(c for c in children(n) if c is not skip)
+    return False
+
+
+def _pieces(stmt: cst.BaseStatement, node: ast.stmt, line: int, indents: list[str], wanted: set[int],
+            default_indent: str, out: list[tuple[cst.BaseStatement, int, list[str]]]) -> None:
+    """The statements whose code to generate for the wanted nodes inside `stmt`, which begins on `line`
+    inside blocks indented by `indents`: `stmt` itself, or, for a class or a def none of whose header holds a
+    wanted node, the statements of its body that hold them (a method of a large test class, not the class)."""
+    body = getattr(stmt, "body", None)
+    if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) and isinstance(body, cst.IndentedBlock) \
+            and isinstance(node, _DEFS) and id(body) not in wanted and not _holds(stmt, wanted, skip=body):
+        lines = _body_lines(body.body, node.body)
+        if lines is not None:
+            inner = indents + [body.indent if body.indent is not None else default_indent]
+            for child, (child_line, child_node) in zip(body.body, lines):
+                if _holds(child, wanted):
+                    _pieces(child, child_node, child_line, inner, wanted, default_indent, out)
+            return
+    out.append((stmt, line, indents))
 
 
 def node_spans(module: cst.Module, text: Optional[str], nodes: Iterable[cst.CSTNode],
@@ -135,27 +179,37 @@ def node_spans(module: cst.Module, text: Optional[str], nodes: Iterable[cst.CSTN
     indices = set(tops)
     if text is None or None in indices or not wanted:
         return _whole(module)
-    starts = _start_lines(module, text)
+    tree = _ast_of(text)
+    starts = _body_lines(module.body, tree.body) if tree is not None else None
     if starts is None:
         return _whole(module)
     line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
     computed: dict[int, Span] = {}
+    last = len(module.body) - 1
     for index in sorted(indices):  # type: ignore[type-var]
-        if not 0 <= index < len(module.body):  # type: ignore[operator]
+        if not 0 <= index <= last:  # type: ignore[operator]
             return _whole(module)
-        line = starts[index]  # type: ignore[index]
-        if not 1 <= line <= len(line_starts):
-            return _whole(module)
-        state = _State(module, line)
-        module.body[index]._codegen(state)  # type: ignore[index]
-        tokens = state.tokens
-        if index == len(module.body) - 1 and not module.footer and not module.has_trailing_newline and tokens:
-            tokens = tokens[:-1]  # as Module._codegen_impl drops the file's missing final newline
-        code = "".join(tokens)
-        offset = line_starts[line - 1]
-        if text[offset:offset + len(code)] != code:
-            return _whole(module)
-        computed.update(state.computed)
+        top = module.body[index]  # type: ignore[index]
+        line, node = starts[index]  # type: ignore[index]
+        pieces: list[tuple[cst.BaseStatement, int, list[str]]] = []
+        if index == last and not module.footer and not module.has_trailing_newline:
+            pieces.append((top, line, []))  # (the file's missing final newline: see below)
+        else:
+            _pieces(top, node, line, [], wanted, module.default_indent, pieces)
+        for stmt, line, indents in pieces:
+            if not 1 <= line <= len(line_starts):
+                return _whole(module)
+            state = _State(module, line)
+            state.indent_tokens = list(indents)
+            stmt._codegen(state)
+            tokens = state.tokens
+            if stmt is top and index == last and not module.footer and not module.has_trailing_newline and tokens:
+                tokens = tokens[:-1]  # as Module._codegen_impl drops the file's missing final newline
+            code = "".join(tokens)
+            offset = line_starts[line - 1]
+            if text[offset:offset + len(code)] != code:
+                return _whole(module)
+            computed.update(state.computed)
     if not wanted <= computed.keys():
         return _whole(module)
     return computed

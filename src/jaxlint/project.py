@@ -33,6 +33,9 @@ _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".sta
 # `kw["pytree_node"] = jaxed`, or `pytree_node=` given a name (not `pytree_node=False`).
 _SWITCH_MARKER = re.compile(rb"\[[\"'](?:pytree_node|static)[\"']\]|\bpytree_node\s*=\s*(?!True\b|False\b)[A-Za-z_]")
 
+# The tables of `ProjectIndex.functions` that a module's text alone decides (see ProjectIndex._syntactic).
+_SYNTACTIC_KINDS = frozenset({"registers", "host", "plain"})
+
 # Rules whose findings depend on which values the model takes for traced.
 _UNAFFECTED = {"prng-key-reuse", "syntax-error", "unsupported-syntax", "invalid-suppression",
                "unused-suppression"}
@@ -89,6 +92,7 @@ class ProjectIndex:
         self._defs: Optional[dict[str, tuple[list[str], int]]] = None  # def name -> (files of its defs, property defs)
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
+        self._syntactic_fns: dict[tuple[str, str], frozenset[str]] = {}  # see _syntactic
         self._import_words: Optional[dict[str, set[bytes]]] = None  # per given file: the words of its imports
 
     @property
@@ -155,6 +159,8 @@ class ProjectIndex:
         path = self.path_of(module)
         if path is None:
             return frozenset()
+        if kind in _SYNTACTIC_KINDS:
+            return self._syntactic(path, kind)
         self._read(path)
         return {"static": self._static_fns, "container": self._container_fns,
                 "registers": self._register_fns, "plain": self._plain_fns, "host": self._host_fns, "field": self._field_fns,
@@ -358,8 +364,15 @@ class ProjectIndex:
         known = self._static_methods.get(name)
         if known is None:
             paths = list(dict.fromkeys(self._def_index().get(name, ([], 0))[0]))  # (each file once)
-            answers = [self._method_static(p, name) for p in paths] if len(paths) <= 12 else [False]
-            known = self._static_methods[name] = any(answers) and False not in answers
+            known = False
+            if len(paths) <= 12:
+                for p in paths:  # (the first method that may return an array settles it: no more are modelled)
+                    answer = self._method_static(p, name)
+                    if answer is False:
+                        known = False
+                        break
+                    known = known or bool(answer)
+            self._static_methods[name] = known
         return known
 
     def _def_index(self) -> dict[str, tuple[list[str], int]]:
@@ -434,16 +447,38 @@ class ProjectIndex:
                     out.append(facts)
         return out
 
+    def _syntactic(self, path: str, kind: str) -> frozenset[str]:
+        """A table of `functions` that a module's own text decides (the calls a def makes, resolved through
+        the module's imports): read off the module alone, without modelling the modules it imports for the
+        other tables (a registering helper's module would otherwise be modelled whole, and the modules it
+        imports, for every call handing `self` to a function in a class's `__init__`)."""
+        key = (path, kind)
+        known = self._syntactic_fns.get(key)
+        if known is None:
+            model = self._plain_model(path)
+            try:
+                known = frozenset() if model is None else \
+                    model.registering() if kind == "registers" else \
+                    model.host_decorators() if kind == "host" else model.plain_functions()
+            except Exception:  # noqa: BLE001 - a file the model cannot summarise tells nothing
+                known = frozenset()
+            self._syntactic_fns[key] = known
+        return known
+
+    def _plain_model(self, path: str) -> Optional[ModuleModel]:
+        """The file's model made alone (no project: the modules it imports are not modelled), made once."""
+        if path not in self._plain_models:
+            try:
+                with open(path, "rb") as f:
+                    self._plain_models[path] = ModuleModel(parse_shared(f.read()), path, trace=False)
+            except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
+                self._plain_models[path] = None
+        return self._plain_models[path]
+
     def _method_static(self, path: str, name: str) -> Optional[bool]:
         key = (path, name)
         if key not in self._method_answers:
-            if path not in self._plain_models:  # modelled once, whatever the names asked of it
-                try:
-                    with open(path, "rb") as f:
-                        self._plain_models[path] = ModuleModel(parse_shared(f.read()), path, trace=False)
-                except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
-                    self._plain_models[path] = None
-            model = self._plain_models[path]
+            model = self._plain_model(path)
             try:
                 self._method_answers[key] = model.method_returns_static(name) if model is not None else False
             except Exception:  # noqa: BLE001
@@ -459,8 +494,10 @@ class ProjectIndex:
             markers = list(_STATIC_MARKERS)
             for path, raw in texts.items():
                 if _SWITCH_MARKER.search(raw):
-                    self._read(path)
-                    markers += [f"{name}={want}".encode() for name, _i, want, _d in self._switch_fns.get(path, {}).values()]
+                    # (a helper's switch is read off its own body: the file alone, not the modules it imports)
+                    model = self._plain_model(path)
+                    switches = model.field_switches() if model is not None else {}
+                    markers += [f"{name}={want}".encode() for name, _i, want, _d in switches.values()]
             self._declaring = [(mod, path, texts[path]) for mod, path in list(self.given.items())
                                if path in texts and any(marker in texts[path] for marker in markers)]
         return self._declaring
