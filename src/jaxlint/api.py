@@ -248,9 +248,9 @@ def inert(raw: bytes, path: str, packages: frozenset[str], trace_decorators: Ite
     JAX library (`_JAX_MARKERS`) nor a part of a configured trace decorator's name, imports no module of
     the project (no relative import, no top-level package in `packages`: a project's own wrappers of
     `jax.random` or its `Array` alias reach a file that way), and CPython reads it. Such a file is only
-    parsed by CPython: libcst's tree, most of what a file costs, is spared (a quarter of the bytes of the
-    application repositories measured). Called from traced code of another file, it is analysed with those
-    calls as any other (`follow_across_files`)."""
+    parsed by CPython: libcst's tree, most of what a file costs, is spared (12 % of the bytes of the 478
+    repositories of the precision corpus). Called from traced code of another file, it is analysed with
+    those calls as any other (`follow_across_files`)."""
     if _JAX_MARKERS.search(raw) or any(part.encode() in raw for name in trace_decorators
                                        for part in name.split(".") if part):
         return False
