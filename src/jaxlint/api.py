@@ -531,6 +531,14 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
         for tp, meth in rule.visitors().items():
             dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
     model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external, project)
+    try:
+        return _check(model, module, raw, path, codes, rules, dispatch)
+    finally:
+        model.dispose()
+
+
+def _check(model: ModuleModel, module: cst.Module, raw: bytes, path: str, codes: set[str], rules: list[Rule],
+           dispatch: dict[type, list]) -> tuple[list[Finding], list[ExternalCall]]:
     calls = [dataclasses.replace(c, origin=path)
              for c in list(model.external_calls.values()) + model.ref_handoffs()]
     from .rules.base import Where  # local: keeps the import graph of this module small

@@ -236,6 +236,7 @@ class ProjectIndex:
             self._switch_fns[path] = model.field_switches()
             self._key_fns[path] = module_key_params(model)
             self._int_consts[path] = model.int_constants()
+            model.dispose()  # (its tables are read: freed now rather than by the cyclic collector)
         except (OSError, UnicodeError, cst.ParserSyntaxError):
             pass  # a file that cannot be read or parsed tells nothing
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise

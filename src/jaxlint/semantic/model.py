@@ -2320,6 +2320,19 @@ class ModuleModel:
         owner = self.owner_of(name, scope)
         return isinstance(owner, FunctionInfo) and name in self._pallas_refs().get(id(owner), ())
 
+    def dispose(self) -> None:
+        """Drop what the model holds, once its findings are made: scopes point at their parents and the model
+        at its helpers that point back, so the model is a web of cycles that only the cyclic collector could
+        free (hundreds of thousands of objects for a large file, traversed once more to be found garbage);
+        emptied, it is freed as its last reference goes. Nothing may ask the model anything afterwards."""
+        scopes: list[Scope] = [self.root, *self.functions]
+        for scope in list(scopes):
+            scopes.extend(scope.classes.values())
+        for scope in scopes:
+            scope.__dict__.clear()
+        self.frameworks.__dict__.clear()
+        self.__dict__.clear()
+
     def ref_handoffs(self) -> list[ExternalCall]:
         """Calls handing Pallas refs to functions of other files, followed there by the API."""
         self._pallas_refs()
