@@ -539,9 +539,16 @@ class ProjectIndex:
         if known is None:
             declared = _declaration(name)
             files = [f for f in self._declaring_files() if declared.search(f[2])]
-            static, data = self._declares(files)
-            known = name in static and name not in data
-            if not self._unfinished(files):
+            read: list[tuple[str, str, bytes]] = []
+            known = False
+            for f in files:  # (a file declaring it a leaf settles the answer: the rest are not modelled)
+                read.append(f)
+                static, data = self._declares([f])
+                if name in data:
+                    known = False
+                    break
+                known = known or name in static
+            if not self._unfinished(read):
                 self._static_answers[name] = known
         return known
 
