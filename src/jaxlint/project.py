@@ -92,7 +92,7 @@ class ProjectIndex:
         self._defs: Optional[dict[str, tuple[list[str], int]]] = None  # def name -> (files of its defs, property defs)
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
-        self._syntactic_fns: dict[tuple[str, str], frozenset[str]] = {}  # see _syntactic
+        self._syntactic_tables: dict[str, dict[str, Any]] = {}  # per file: see _syntactic
         self._import_words: Optional[dict[str, set[bytes]]] = None  # per given file: the words of its imports
 
     @property
@@ -160,7 +160,7 @@ class ProjectIndex:
         if path is None:
             return frozenset()
         if kind in _SYNTACTIC_KINDS:
-            return self._syntactic(path, kind)
+            return self._syntactic(path)[kind]
         self._read(path)
         return {"static": self._static_fns, "container": self._container_fns,
                 "registers": self._register_fns, "plain": self._plain_fns, "host": self._host_fns, "field": self._field_fns,
@@ -448,22 +448,28 @@ class ProjectIndex:
                     out.append(facts)
         return out
 
-    def _syntactic(self, path: str, kind: str) -> frozenset[str]:
-        """A table of `functions` that a module's own text decides (the calls a def makes, resolved through
-        the module's imports): read off the module alone, without modelling the modules it imports for the
-        other tables (a registering helper's module would otherwise be modelled whole, and the modules it
-        imports, for every call handing `self` to a function in a class's `__init__`)."""
-        key = (path, kind)
-        known = self._syntactic_fns.get(key)
+    def _syntactic(self, path: str) -> dict[str, Any]:
+        """The tables of a module that its own text decides (see `_SYNTACTIC_KINDS`; "switches": its
+        `field_switches`): the calls a def makes and what its body returns, resolved through the module's
+        imports. Read off the module alone, not modelling the modules it imports for the other tables (a
+        registering helper's module would otherwise be modelled whole, and the modules it imports, for every
+        call handing `self` to a function in a class's `__init__`)."""
+        known = self._syntactic_tables.get(path)
         if known is None:
-            model = self._plain_model(path)
+            model = self._plain_models.get(path)
+            fresh = model is None
+            known = {"registers": frozenset(), "host": frozenset(), "plain": frozenset(), "switches": {}}
             try:
-                known = frozenset() if model is None else \
-                    model.registering() if kind == "registers" else \
-                    model.host_decorators() if kind == "host" else model.plain_functions()
-            except Exception:  # noqa: BLE001 - a file the model cannot summarise tells nothing
-                known = frozenset()
-            self._syntactic_fns[key] = known
+                if fresh:
+                    with open(path, "rb") as f:
+                        model = ModuleModel(parse_shared(f.read()), path, trace=False)
+                known = {"registers": model.registering(), "host": model.host_decorators(),
+                         "plain": model.plain_functions(), "switches": model.field_switches()}
+                if fresh:
+                    model.dispose()  # (not kept: only `_method_static` keeps the models it asks)
+            except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
+                pass
+            self._syntactic_tables[path] = known
         return known
 
     def _plain_model(self, path: str) -> Optional[ModuleModel]:
@@ -495,9 +501,7 @@ class ProjectIndex:
             markers = list(_STATIC_MARKERS)
             for path, raw in texts.items():
                 if _SWITCH_MARKER.search(raw):
-                    # (a helper's switch is read off its own body: the file alone, not the modules it imports)
-                    model = self._plain_model(path)
-                    switches = model.field_switches() if model is not None else {}
+                    switches = self._syntactic(path)["switches"]  # (read off the helper's own body)
                     markers += [f"{name}={want}".encode() for name, _i, want, _d in switches.values()]
             self._declaring = [(mod, path, texts[path]) for mod, path in list(self.given.items())
                                if path in texts and any(marker in texts[path] for marker in markers)]
