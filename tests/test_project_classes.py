@@ -206,10 +206,15 @@ def test_a_field_name_is_looked_for_only_where_a_file_can_declare_it(tmp_path: P
     assert project is not None and project.static_name("mode")
     assert "caller.py" not in {Path(p).name for p in index.modelled}  # `mode` there is a keyword, a name
     declares = ["mode: int = 0", "    mode = 3", "self.mode = m", "return kids, (self.mode,)", "def mode(self):",
-                "meta_fields=['mode']", "class C: mode: int", "x = 1; mode = 2"]
-    assert all(_declaration("mode").search(text.encode()) for text in declares)
-    assert not any(_declaration("mode").search(text.encode())
-                   for text in ["f(mode=True)", "run(x, mode=mode)", "y = mode + 1", "model = 1"])
+                "meta_fields=['mode']", "class C: mode: int", "x = 1; mode = 2", "cls.mode = 1",
+                "def flatten(x):\n    return (x.w,), (x.mode,)",
+                "register_pytree_node(C, lambda c: ((c.w,), (c.mode,)), build)"]
+    assert all(_declaration("mode")(text.encode()) for text in declares)
+    # reads off other objects (an array's `.at`, a config's field), keywords, names and messages declare nothing
+    assert not any(_declaration("mode")(text.encode())
+                   for text in ["f(mode=True)", "run(x, mode=mode)", "y = mode + 1", "model = 1", "if cfg.mode:",
+                                "leaves, tree = jax.tree_util.tree_flatten(x)\nn = cfg.mode",
+                                "mode == 3", "raise ValueError('bad mode here')", "    mode and run()"])
 
 
 def test_library_bases_and_field_functions_are_not_modelled_from_the_librarys_source(tmp_path: Path) -> None:

@@ -541,8 +541,8 @@ class ProjectIndex:
             return name in self._static
         known = self._static_answers.get(name)
         if known is None:
-            declared = _declaration(name)
-            files = [f for f in self._declaring_files() if declared.search(f[2])]
+            declares = _declaration(name)
+            files = [f for f in self._declaring_files() if declares(f[2])]
             read: list[tuple[str, str, bytes]] = []
             known = False
             for f in files:  # (a file declaring it a leaf settles the answer: the rest are not modelled)
@@ -817,14 +817,24 @@ def _statements(tree: ast.Module) -> Iterable[ast.AST]:
         yield node
 
 
-def _declaration(name: str) -> "re.Pattern[bytes]":
-    """Where a file's text may declare `name` a field, static or not: first on a line or after `;` or
-    `:` (`name: int = 0` in a class body, `class C: name: int`), an attribute (`self.name = ...`,
-    `return children, (self.name,)`), a method (`def name(self)`), or inside a string (`meta_fields=
-    ["name"]`). A file that only passes it as a keyword (`var_defaults(name=True)`) or reads it as a
-    plain name declares no field of that name, and is not modelled to find out."""
+def _declaration(name: str) -> Callable[[bytes], bool]:
+    """Whether a file's text may declare `name` a field, static or not: bound first on a line or after `;`
+    or `:` (`name: int = 0` in a class body, `class C: name: int`), an attribute of the instance or the
+    class (`self.name = ...`), a method (`def name(self)`), or a whole string (`meta_fields=["name"]`).
+    In a file defining a flatten function, any attribute of that name counts too (`return children,
+    (x.name,)` in `def flatten(x)`). A file that only reads it off other objects (`x.at[i].set(v)`, `cfg.config`),
+    passes it as a keyword (`var_defaults(name=True)`) or writes it in a message declares no field of that
+    name, and is not modelled to find out."""
     word = re.escape(name.encode())
-    return re.compile(rb"(?:^[ \t]*|[.;:][ \t]*|\bdef[ \t]+|[\"'][^\"'\n]*?\b)" + word + rb"\b", re.M)
+    strict = re.compile(rb"(?:^[ \t]*|[;:][ \t]*)" + word + rb"[ \t]*(?::|=(?!=))|\b(?:self|cls)[ \t]*\.[ \t]*" + word
+                        + rb"\b|\bdef[ \t]+" + word + rb"\b|[\"']" + word + rb"[\"']", re.M)
+    attribute = re.compile(rb"\.[ \t]*" + word + rb"\b")
+    return lambda text: strict.search(text) is not None or (
+        _FLATTENS.search(text) is not None and attribute.search(text) is not None)
+
+
+# A file defining a flatten function: a def named so, or one handed to `register_pytree_node` (a lambda).
+_FLATTENS = re.compile(rb"\bdef[ \t]+\w*flatten|register_pytree_node\b")
 
 
 def _mention(name: str, tail: bytes) -> "re.Pattern[bytes]":
