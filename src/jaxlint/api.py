@@ -695,19 +695,28 @@ def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor], bool]
     return rows, early, inert_paths
 
 
-_PACKAGES: dict[str, object] = {}  # in a process: the top-level packages of the project last asked about
+# What a process keeps about the project it was last given (a pool worker, between the chunks it is handed):
+# "project" (the files, joined) and, made on first use, "packages" and "index".
+_PER_PROJECT: dict[str, object] = {}
+
+
+def _kept_for(project: list[str], what: str, make: "Callable[[], T]") -> "T":
+    """`make()`, kept while this process is given the same project, made anew for another."""
+    marker = "\0".join(project)
+    if _PER_PROJECT.get("project") != marker:
+        _PER_PROJECT.clear()
+        _PER_PROJECT["project"] = marker
+    if what not in _PER_PROJECT:
+        _PER_PROJECT[what] = make()
+    return _PER_PROJECT[what]  # type: ignore[return-value]
 
 
 def _project_packages(project: list[str]) -> frozenset[str]:
     """The top-level packages (and script modules) of the project's files: what a file importing the project
     names first (see `inert`)."""
-    marker = "\0".join(project)
-    if _PACKAGES.get("marker") != marker:
-        _PACKAGES.clear()
-        _PACKAGES.update(marker=marker, names=frozenset(
-            name.split(".")[0] for p in project if not is_notebook(p)
-            for name in (module_name(p), namespace_name(p)) if name))
-    return _PACKAGES["names"]  # type: ignore[return-value]
+    return _kept_for(project, "packages", lambda: frozenset(
+        name.split(".")[0] for p in project if not is_notebook(p)
+        for name in (module_name(p), namespace_name(p)) if name))
 
 
 def with_deep_stack(fn: "Callable[[], T]") -> "T":
@@ -1142,9 +1151,6 @@ def _refine(item: Refine, index: ProjectIndex, settings: Settings
     return found, calls
 
 
-_WORKER_INDEX: dict[str, object] = {}  # in a pool worker: the project's index, kept between files
-
-
 def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
     """`_refine` in a pool worker, with an index of the project the worker keeps while it is the same
     project (the modules one file's pass models are often the next file's imports)."""
@@ -1155,11 +1161,7 @@ def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tupl
 
 def _worker_index(project: list[str]) -> ProjectIndex:
     """The index of the project this pool worker keeps, made anew when the project is another."""
-    marker = "\0".join(project)
-    if _WORKER_INDEX.get("marker") != marker:
-        _WORKER_INDEX.clear()
-        _WORKER_INDEX.update(marker=marker, index=ProjectIndex(project, module_name))
-    return _WORKER_INDEX["index"]  # type: ignore[return-value]
+    return _kept_for(project, "index", lambda: ProjectIndex(project, module_name))
 
 
 def _project_key(paths: list[str], settings: Settings) -> str:

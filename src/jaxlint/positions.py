@@ -96,14 +96,6 @@ def _whole(module: cst.Module) -> dict[int, Span]:
     return state.computed
 
 
-def _start_lines(module: cst.Module, text: str) -> Optional[list[int]]:
-    """The line on which the code of each top-level statement begins (its leading blank and comment
-    lines included), from CPython's parser; None when the two parsers do not line up."""
-    tree = _ast_of(text)
-    lines = _body_lines(module.body, tree.body) if tree is not None else None
-    return [line for line, _node in lines] if lines is not None else None
-
-
 def _ast_of(text: str) -> Optional[ast.Module]:
     try:
         return ast.parse(text)

@@ -456,31 +456,35 @@ class ProjectIndex:
         call handing `self` to a function in a class's `__init__`)."""
         known = self._syntactic_tables.get(path)
         if known is None:
-            model = self._plain_models.get(path)
-            fresh = model is None
+            kept = path in self._plain_models
+            model = self._plain_model(path) if kept else self._model_alone(path)
             known = {"registers": frozenset(), "host": frozenset(), "plain": frozenset(), "switches": {}}
-            try:
-                if fresh:
-                    with open(path, "rb") as f:
-                        model = ModuleModel(parse_shared(f.read()), path, trace=False)
-                known = {"registers": model.registering(), "host": model.host_decorators(),
-                         "plain": model.plain_functions(), "switches": model.field_switches()}
-                if fresh:
-                    model.dispose()  # (not kept: only `_method_static` keeps the models it asks)
-            except Exception:  # noqa: BLE001 - a file that cannot be read or modelled tells nothing
-                pass
+            if model is not None:
+                try:
+                    known = {"registers": model.registering(), "host": model.host_decorators(),
+                             "plain": model.plain_functions(), "switches": model.field_switches()}
+                except Exception:  # noqa: BLE001 - a file the model cannot summarise tells nothing
+                    pass
+                if not kept:
+                    model.dispose()  # (only `_method_static` keeps the models it asks)
             self._syntactic_tables[path] = known
         return known
 
     def _plain_model(self, path: str) -> Optional[ModuleModel]:
-        """The file's model made alone (no project: the modules it imports are not modelled), made once."""
+        """`_model_alone`, made once and kept."""
         if path not in self._plain_models:
-            try:
-                with open(path, "rb") as f:
-                    self._plain_models[path] = ModuleModel(parse_shared(f.read()), path, trace=False)
-            except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
-                self._plain_models[path] = None
+            self._plain_models[path] = self._model_alone(path)
         return self._plain_models[path]
+
+    @staticmethod
+    def _model_alone(path: str) -> Optional[ModuleModel]:
+        """The file's model made alone (no project: the modules it imports are not modelled); None for a file
+        that cannot be read or modelled."""
+        try:
+            with open(path, "rb") as f:
+                return ModuleModel(parse_shared(f.read()), path, trace=False)
+        except Exception:  # noqa: BLE001 - a file that cannot be modelled tells nothing
+            return None
 
     def _method_static(self, path: str, name: str) -> Optional[bool]:
         key = (path, name)
