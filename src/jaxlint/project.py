@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import os
 import re
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -75,6 +75,7 @@ class ProjectIndex:
         self._python_params: dict[str, dict[str, tuple[tuple[str, Optional[int]], ...]]] = {}  # per file: parameters declared Python values
         self._switch_fns: dict[str, dict[str, tuple[str, Optional[int], bool, bool]]] = {}  # per file: see ModuleModel.field_switch
         self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
+        self._keys_wanted: set[str] = set()  # files whose key-consuming functions were asked (see _module_keys)
         self._int_consts: dict[str, dict[str, int]] = {}  # per file: module-level names bound once to an integer
         # Files that parse but whose summaries could not be computed, with the fault: each such file tells
         # the others nothing (its classes, static helpers, key-consuming functions), so tests watch this.
@@ -86,7 +87,9 @@ class ProjectIndex:
         self._packages: dict[str, bool] = {}
         self._static_answers: dict[str, bool] = {}  # name -> in `static_names`, asked one name at a time
         self._declaring: Optional[list[tuple[str, str, bytes]]] = None
+        self._declared_names: dict[str, frozenset[str]] = {}  # per declaring file: see `_declared`
         self._texts: Optional[dict[str, bytes]] = None  # the given files' bytes, read on first `mentions`
+        self._real: Optional[dict[str, str]] = None  # the given files' real paths (see `_others`)
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._static_properties: dict[str, bool] = {}  # property name -> each is static, none is stored
         self._defs: Optional[dict[str, tuple[list[str], int]]] = None  # def name -> (files of its defs, property defs)
@@ -182,7 +185,8 @@ class ProjectIndex:
         self._element_fns[path] = {}
         self._python_params[path] = {}
         self._switch_fns[path] = {}
-        self._key_fns[path] = {}
+        if path in self._keys_wanted:
+            self._key_fns[path] = {}
         self._int_consts[path] = {}
         self._reading.append(path)
         try:
@@ -234,13 +238,40 @@ class ProjectIndex:
             self._element_fns[path] = model.static_elements()
             self._python_params[path] = model.python_parameters()
             self._switch_fns[path] = model.field_switches()
-            self._key_fns[path] = module_key_params(model)
+            if path in self._keys_wanted:
+                self._key_fns[path] = module_key_params(model)
             self._int_consts[path] = model.int_constants()
             model.dispose()  # (its tables are read: freed now rather than by the cyclic collector)
         except (OSError, UnicodeError, cst.ParserSyntaxError):
             pass  # a file that cannot be read or parsed tells nothing
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
             self.faults[path] = f"{type(exc).__name__}: {exc}"
+
+    def _module_keys(self, path: str) -> dict[str, tuple[ConsumedParam, ...]]:
+        """A module's functions that consume a key parameter (`module_key_params`), the module modelled with
+        the project like its other tables, but only once some file asks: finding them asks the same of
+        every module its functions hand a parameter to, so a module read only for its classes would
+        otherwise model, through its calls, much of the project."""
+        if path not in self._keys_wanted:
+            self._keys_wanted.add(path)
+            if path not in self._facts:
+                self._read(path)  # (its keys with its other tables)
+            elif path not in self._reading:  # (while it is read, `_model` finds them once the model is built)
+                self._key_fns[path] = {}  # while they are found: an import cycle back to it sees none
+                self._reading.append(path)
+                try:
+                    with open(path, "rb") as f:
+                        source = f.read()
+                    model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
+                    self._key_fns[path] = module_key_params(model)
+                    model.dispose()
+                except (OSError, UnicodeError, cst.ParserSyntaxError):
+                    pass
+                except Exception as exc:  # noqa: BLE001 - as in `_model`
+                    self.faults[path] = f"{type(exc).__name__}: {exc}"
+                finally:
+                    self._reading.pop()
+        return self._key_fns.get(path, {})
 
     def _trace_tests(self, path: str) -> dict[str, str]:
         """A module's functions that only test for a trace (see `ModuleModel.tracer_testing`): read off its
@@ -283,6 +314,17 @@ class ProjectIndex:
                     continue
         return self._texts
 
+    def _others(self, besides: str, name: str) -> Iterator[tuple[str, bytes]]:
+        """The given files other than the one at `besides` whose text holds `name` at all (what each search
+        of a name below needs first): path, text."""
+        if self._real is None:
+            self._real = {path: os.path.realpath(path) for path in self._given_texts()}
+        here = os.path.realpath(besides)
+        raw = name.encode()
+        for path, text in self._given_texts().items():
+            if raw in text and self._real[path] != here:
+                yield path, text
+
     def package_imported(self, package: str) -> bool:
         """Whether a given file imports this top-level package (`import genjax`, `from genjax import Pytree`)."""
         known = self._packages.get(package)
@@ -323,8 +365,7 @@ class ProjectIndex:
                 return bool(dotted_word.search(text))
             return bool(word.search(text))
 
-        return any(names_it(text) and (not importing or module.search(text))
-                   for path, text in self._given_texts().items() if os.path.realpath(path) != here)
+        return any(names_it(text) and (not importing or module.search(text)) for _p, text in self._others(besides, name))
 
     def calls_in_loops(self, name: str, besides: str) -> list[bool]:
         """For each call of something named `name` in a given file other than `besides` (a cheap search of
@@ -334,11 +375,9 @@ class ProjectIndex:
         key = (name, besides)
         if key not in memo:
             word = _mention(name, rb"\s*\(")
-            here = os.path.realpath(besides)
             found: list[bool] = []
-            for path, text in self._given_texts().items():
-                if os.path.realpath(path) != here:
-                    found.extend(_under_loop(text, m.start()) for m in word.finditer(text))
+            for _p, text in self._others(besides, name):
+                found.extend(_under_loop(text, m.start()) for m in word.finditer(text))
             memo[key] = found
         return memo[key]
 
@@ -346,8 +385,7 @@ class ProjectIndex:
         """Whether a given file other than `besides` mentions an attribute of that name on something other
         than its own `self` (`obj.pe`): a cheap search of `.name`, not a resolution."""
         word = re.compile(rb"(?<!\bself)\." + re.escape(name.encode()) + rb"\b")
-        here = os.path.realpath(besides)
-        return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
+        return any(word.search(text) for _p, text in self._others(besides, name))
 
     def sets_global(self, name: str, besides: str) -> bool:
         """Whether a given file other than `besides` may set a module global of that name from outside
@@ -355,8 +393,7 @@ class ProjectIndex:
         resolution."""
         name_b = re.escape(name.encode())
         word = re.compile(rb"\." + name_b + rb"[ \t]*=(?!=)|setattr\([^()\n]*[\"']" + name_b + rb"[\"']")
-        here = os.path.realpath(besides)
-        return any(word.search(text) for path, text in self._given_texts().items() if os.path.realpath(path) != here)
+        return any(word.search(text) for _p, text in self._others(besides, name))
 
     def static_method(self, name: str) -> bool:
         """Whether the project's given files define methods named `name` and every one of them returns only
@@ -436,8 +473,7 @@ class ProjectIndex:
         (files found by a search for a class header naming it; more than 30 such files are not read)."""
         name = qualname.rpartition(".")[2]
         header = re.compile(rb"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(name.encode()) + rb"\b", re.M)
-        here = os.path.realpath(besides)
-        paths = [p for p, text in self._given_texts().items() if os.path.realpath(p) != here and header.search(text)]
+        paths = [p for p, text in self._others(besides, name) if header.search(text)]
         if len(paths) > 30:
             return []
         target = self.origin(qualname)
@@ -545,8 +581,7 @@ class ProjectIndex:
             return name in self._static
         known = self._static_answers.get(name)
         if known is None:
-            declares = _declaration(name)
-            files = [f for f in self._declaring_files() if declares(f[2])]
+            files = [f for f in self._declaring_files() if name in self._declared_in(f[1], f[2])]
             read: list[tuple[str, str, bytes]] = []
             known = False
             for f in files:  # (a file declaring it a leaf settles the answer: the rest are not modelled)
@@ -559,6 +594,27 @@ class ProjectIndex:
             if not self._unfinished(read):
                 self._static_answers[name] = known
         return known
+
+    def _declared_in(self, path: str, text: bytes) -> frozenset[str]:
+        known = self._declared_names.get(path)
+        if known is None:
+            known = self._declared_names[path] = _declared(text)
+        return known
+
+    def _any_static_name(self) -> bool:
+        """Whether `static_names` holds any name: each declaring file read in turn, the static names it
+        declares are asked of `static_name` (which reads only the files naming each), and the first one
+        confirmed settles it, without reading every declaring file of the project for every name."""
+        if self._static is not None:
+            return bool(self._static)
+        tried: set[str] = set()
+        for f in self._declaring_files():
+            static, _data = self._declares([f])
+            for name in sorted(static - tried):
+                tried.add(name)
+                if self.static_name(name):
+                    return True
+        return bool(self.static_names())  # (every declaring file is read by now: nothing more to model)
 
     def for_file(self, path: str, source: bytes, asking: Iterable[str] = (), keys_only: bool = False
                  ) -> Optional[ProjectClasses]:
@@ -574,7 +630,7 @@ class ProjectIndex:
         if keys_only:
             return self._keys_for(me, is_pkg, imported) if imported else None
         if not imported and not _ISOLATION_RULES.intersection(asking) and not self._imported_elsewhere(me, path) \
-                and not self.static_names():
+                and not self._any_static_name():
             return None
         @functools.lru_cache(maxsize=None)
         def imported_static() -> frozenset[str]:  # the imported modules' pytree classes' static names
@@ -639,7 +695,7 @@ class ProjectIndex:
                               defined_elsewhere=lambda name: any(
                                   os.path.abspath(q) != os.path.abspath(path) for q in self._def_index().get(name, ([], 0))[0]),
                               static_elements=summary(self._element_fns), guard_helper=summary_of(self._trace_tests),
-                              python_params=summary(self._python_params), key_params=summary(self._key_fns),
+                              python_params=summary(self._python_params), key_params=summary_of(self._module_keys),
                               subclasses=lambda name: self.subclasses(f"{me}.{name}", path),
                               static_field_maker=returns("field"), static_property=self.static_property,
                               field_switch=summary(self._switch_fns),
@@ -821,20 +877,29 @@ def _statements(tree: ast.Module) -> Iterable[ast.AST]:
         yield node
 
 
-def _declaration(name: str) -> Callable[[bytes], bool]:
-    """Whether a file's text may declare `name` a field, static or not: bound first on a line or after `;`
+def _declared(text: bytes) -> frozenset[str]:
+    """The names a file's text may declare a field, static or not: bound first on a line or after `;`
     or `:` (`name: int = 0` in a class body, `class C: name: int`), an attribute of the instance or the
     class (`self.name = ...`), a method (`def name(self)`), or a whole string (`meta_fields=["name"]`).
-    In a file defining a flatten function, any attribute of that name counts too (`return children,
-    (x.name,)` in `def flatten(x)`). A file that only reads it off other objects (`x.at[i].set(v)`, `cfg.config`),
-    passes it as a keyword (`var_defaults(name=True)`) or writes it in a message declares no field of that
-    name, and is not modelled to find out."""
-    word = re.escape(name.encode())
-    strict = re.compile(rb"(?:^[ \t]*|[;:][ \t]*)" + word + rb"[ \t]*(?::|=(?!=))|\b(?:self|cls)[ \t]*\.[ \t]*" + word
-                        + rb"\b|\bdef[ \t]+" + word + rb"\b|[\"']" + word + rb"[\"']", re.M)
-    attribute = re.compile(rb"\.[ \t]*" + word + rb"\b")
-    return lambda text: strict.search(text) is not None or (
-        _FLATTENS.search(text) is not None and attribute.search(text) is not None)
+    In a file defining a flatten function, any attribute read counts too (`return children,
+    (x.name,)` in `def flatten(x)`). A file that only reads a name off other objects (`x.at[i].set(v)`,
+    `cfg.config`), passes it as a keyword (`var_defaults(name=True)`) or writes it in a message declares no
+    field of that name, and is not modelled to find out."""
+    decoded = text.decode("utf-8", "replace")
+    names = set(_BOUND.findall(decoded))
+    names.update(_ON_SELF.findall(decoded), _DEF.findall(decoded), _WHOLE_STRING.findall(decoded))
+    if _FLATTENS.search(text):
+        names.update(_ATTRIBUTE_READ.findall(decoded))
+    return frozenset(names)
+
+
+# The ways `_declared` reads a name (lookaheads, not consumed, so that `a: b = 0` yields both names).
+_BOUND = re.compile(r"(?:^|[;:])[ \t]*(\w+)(?=[ \t]*(?::|=(?!=)))", re.M)
+_ON_SELF = re.compile(r"\b(?:self|cls)[ \t]*\.[ \t]*(\w+)")
+_DEF = re.compile(r"\bdef[ \t]+(\w+)")
+_WHOLE_STRING = re.compile(r"[\"'](\w+)(?=[\"'])")
+# An attribute read in a file's text (`x.name`), which a file defining a flatten function may declare a field.
+_ATTRIBUTE_READ = re.compile(r"\.[ \t]*(\w+)")
 
 
 # A file defining a flatten function: a def named so, or one handed to `register_pytree_node` (a lambda).
