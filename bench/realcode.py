@@ -40,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -133,7 +134,9 @@ def lint(repo: str, folder: str, include: str | None, select: str | None,
            "--format", "json", "-j", str(jobs)]
     if select:
         cmd += ["--select", select]
+    start = time.perf_counter()
     proc = subprocess.run(cmd + paths, capture_output=True, text=True)
+    SECONDS[repo] = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         lines = proc.stderr.strip().splitlines() or ["(no output)"]
         more = f" (and {len(lines) - 3} more lines)" if len(lines) > 3 else ""
@@ -147,6 +150,9 @@ def lint(repo: str, folder: str, include: str | None, select: str | None,
              "function": f.get("function"), "message": f.get("message", ""),
              **({"verification": f["verification"]} if verify and f.get("verification") else {})} for f in raw], None
 
+
+# Wall time of each repository's jaxlint run (with --jobs N, N runs share the machine: a guide, not a benchmark).
+SECONDS: dict[str, float] = {}
 
 COLUMNS = ["TRUE kept", "TRUE lost", "FALSE still", "FALSE gone", "new", "precision"]
 
@@ -323,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.save_findings, "w", encoding="utf-8") as out:
             json.dump({"findings": saved}, out, indent=1)
             out.write("\n")
+    if SECONDS:
+        slowest = sorted(SECONDS.items(), key=lambda kv: -kv[1])[:10]
+        print(f"\njaxlint time: {sum(SECONDS.values()):.0f} s over {len(SECONDS)} repositories; slowest: "
+              + ", ".join(f"{r} {s:.1f} s" for r, s in slowest))
     for r, err in failed.items():
         print(f"realcode: {r}: {err}", file=sys.stderr)
     return 2 if failed else 0

@@ -273,3 +273,52 @@ def test_a_key_handed_on_through_two_files_is_followed_without_modelling_their_c
     assert index.modelled == []  # no module was modelled for its classes
     found = run(Settings(paths=[str(pkg)], verify=False, cache_dir=None)).findings
     assert [(os.path.basename(f.path), f.line, f.name) for f in found] == [("main.py", 9, "prng-key-reuse")]
+
+
+def test_a_module_read_for_its_classes_is_not_followed_into_the_modules_its_functions_call(tmp_path: Path) -> None:
+    """Which parameters a module's functions consume as PRNG keys is found only when a file asks: a module
+    read for its classes does not model, through the keys its functions hand on, the modules they call."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/draw.py", "import jax\n\n\ndef draw(key, shape):\n    return jax.random.normal(key, shape)\n")
+    write(tmp_path, "pkg/base.py", "import flax.struct\nimport jax.numpy as jnp\n\nfrom pkg.draw import draw\n\n\n"
+          "class Agent(flax.struct.PyTreeNode):\n    scale: float\n\n\n"
+          "def noisy(key, x):\n    noise = draw(key, x.shape)\n    return jnp.add(x, noise)\n")
+    user = write(tmp_path, "pkg/user.py", "from pkg.base import Agent, noisy\n\n\nclass Learner(Agent):\n    pass\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    project = index.for_file(str(user), user.read_bytes())
+    assert project is not None
+    facts = project.lookup("pkg.base.Agent")
+    assert facts is not None and facts.pytree
+    assert [Path(p).name for p in index.modelled] == ["base.py"]
+    assert project.key_params("pkg.base.noisy") == (("key", 0),)  # asked: followed into draw.py now
+    assert [Path(p).name for p in index.modelled] == ["base.py", "draw.py"]
+
+
+def test_whether_the_project_has_static_names_stops_at_the_first_one_confirmed(tmp_path: Path) -> None:
+    """A file that imports nothing of the project and that no file imports is told only the project's
+    static names, and only if there are any: the first name confirmed answers, and the declaring files
+    not needed to confirm it are not modelled."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    for name, cls, field in [("a_state", "State", "mode"), ("b_other", "Other", "depth"), ("c_more", "More", "width")]:
+        write(tmp_path, f"{name}.py", f"import flax.struct\n\n\nclass {cls}(flax.struct.PyTreeNode):\n"
+              f"    x: object\n    {field}: int = flax.struct.field(pytree_node=False)\n")
+    write(tmp_path, "registry.py", "import a_state\nimport b_other\nimport c_more\n")
+    user = write(tmp_path, "d_user.py", "import jax\n\n\n@jax.jit\ndef step(s):\n    return s.x * 2\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    project = index.for_file(str(user), user.read_bytes())
+    assert project is not None
+    assert [Path(p).name for p in index.modelled] == ["a_state.py"]  # its `mode` answers
+    assert project.static_name("mode") and project.static_name("width") and not project.static_name("x")
+    lone = ProjectIndex([str(user)], module_name)
+    assert lone.for_file(str(user), user.read_bytes()) is None and lone.modelled == []

@@ -221,11 +221,17 @@ class ProjectIndex:
             self._host_fns, self._field_fns, self._numpy_aliases, self._element_fns, self._python_params,
             self._switch_fns, self._key_fns, self._int_consts)), self.faults.get(path))
 
-    def _model(self, path: str) -> None:
+    def _model(self, path: str, keys_only: bool = False) -> None:
+        """The tables of the module at `path` filled from its model, made knowing the project; with
+        `keys_only`, only its key-consuming functions (see `_module_keys`)."""
         try:
             with open(path, "rb") as f:
                 source = f.read()
             model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
+            if keys_only:
+                self._key_fns[path] = module_key_params(model)
+                model.dispose()
+                return
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
@@ -260,15 +266,7 @@ class ProjectIndex:
                 self._key_fns[path] = {}  # while they are found: an import cycle back to it sees none
                 self._reading.append(path)
                 try:
-                    with open(path, "rb") as f:
-                        source = f.read()
-                    model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
-                    self._key_fns[path] = module_key_params(model)
-                    model.dispose()
-                except (OSError, UnicodeError, cst.ParserSyntaxError):
-                    pass
-                except Exception as exc:  # noqa: BLE001 - as in `_model`
-                    self.faults[path] = f"{type(exc).__name__}: {exc}"
+                    self._model(path, keys_only=True)
                 finally:
                     self._reading.pop()
         return self._key_fns.get(path, {})
