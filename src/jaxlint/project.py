@@ -14,13 +14,13 @@ import dataclasses
 import functools
 import os
 import re
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 import libcst as cst
 
 from .jaxapi import library_api
 from .semantic import ClassFacts, ModuleModel, ProjectClasses, trace_testing_defs
-from .semantic.keys import ConsumedParam, module_key_params
+from .semantic.keys import ConsumedParam, KeyTable
 from .syntax import children, parse_shared
 
 # Text that declares a static pytree field somewhere in a file (a cheap filter before modelling it).
@@ -31,6 +31,10 @@ _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".sta
 
 # What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch):
 # `kw["pytree_node"] = jaxed`, or `pytree_node=` given a name (not `pytree_node=False`).
+# What the project knows of a module's key-consuming functions: a table asked one function at a time, or
+# nothing (`{}`: the module cannot be read, or is being read through an import cycle).
+Keys = Union[KeyTable, dict[str, tuple[ConsumedParam, ...]]]
+
 _SWITCH_MARKER = re.compile(rb"\[[\"'](?:pytree_node|static)[\"']\]|\bpytree_node\s*=\s*(?!True\b|False\b)[A-Za-z_]")
 
 # The tables of `ProjectIndex.functions` that a module's text alone decides (see ProjectIndex._syntactic).
@@ -65,7 +69,7 @@ class ProjectIndex:
         self._container_fns: dict[str, frozenset[str]] = {}  # per file: functions annotated `-> list` and the like
         self._imports: dict[str, dict[str, str]] = {}  # per file: module-level imported name -> absolute name
         self._guard_defs: dict[str, dict[str, str]] = {}  # per file: functions testing for a trace, what they test
-        self._keys_alone: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # see _key_consumers
+        self._keys_alone: dict[str, Keys] = {}  # see _key_consumers
         self._register_fns: dict[str, frozenset[str]] = {}  # per file: functions registering a class as a pytree
         self._plain_fns: dict[str, frozenset[str]] = {}  # per file: module-level defs (not classes)
         self._host_fns: dict[str, frozenset[str]] = {}  # per file: decorators running their function in a callback
@@ -74,7 +78,7 @@ class ProjectIndex:
         self._element_fns: dict[str, dict[str, tuple[bool, ...]]] = {}  # per file: tuple returns, static elements
         self._python_params: dict[str, dict[str, tuple[tuple[str, Optional[int]], ...]]] = {}  # per file: parameters declared Python values
         self._switch_fns: dict[str, dict[str, tuple[str, Optional[int], bool, bool]]] = {}  # per file: see ModuleModel.field_switch
-        self._key_fns: dict[str, dict[str, tuple[ConsumedParam, ...]]] = {}  # per file: key-consuming functions
+        self._key_fns: dict[str, Keys] = {}  # per file: key-consuming functions (see _module_keys)
         self._keys_wanted: set[str] = set()  # files whose key-consuming functions were asked (see _module_keys)
         self._int_consts: dict[str, dict[str, int]] = {}  # per file: module-level names bound once to an integer
         # Files that parse but whose summaries could not be computed, with the fault: each such file tells
@@ -219,7 +223,7 @@ class ProjectIndex:
         return (self._facts.get(path), *(table.get(path) for table in (
             self._static_fns, self._container_fns, self._register_fns, self._plain_fns,
             self._host_fns, self._field_fns, self._numpy_aliases, self._element_fns, self._python_params,
-            self._switch_fns, self._key_fns, self._int_consts)), self.faults.get(path))
+            self._switch_fns, self._int_consts)), self.faults.get(path))
 
     def _model(self, path: str, keys_only: bool = False) -> None:
         """The tables of the module at `path` filled from its model, made knowing the project; with
@@ -229,7 +233,7 @@ class ProjectIndex:
                 source = f.read()
             model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
             if keys_only:
-                self._key_fns[path] = module_key_params(model)
+                self._key_fns[path] = KeyTable(model)
                 model.dispose()
                 return
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
@@ -245,7 +249,7 @@ class ProjectIndex:
             self._python_params[path] = model.python_parameters()
             self._switch_fns[path] = model.field_switches()
             if path in self._keys_wanted:
-                self._key_fns[path] = module_key_params(model)
+                self._key_fns[path] = KeyTable(model)
             self._int_consts[path] = model.int_constants()
             model.dispose()  # (its tables are read: freed now rather than by the cyclic collector)
         except (OSError, UnicodeError, cst.ParserSyntaxError):
@@ -253,8 +257,8 @@ class ProjectIndex:
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
             self.faults[path] = f"{type(exc).__name__}: {exc}"
 
-    def _module_keys(self, path: str) -> dict[str, tuple[ConsumedParam, ...]]:
-        """A module's functions that consume a key parameter (`module_key_params`), the module modelled with
+    def _module_keys(self, path: str) -> "Keys":
+        """A module's functions that consume a key parameter (a `KeyTable`), the module modelled with
         the project like its other tables, but only once some file asks: finding them asks the same of
         every module its functions hand a parameter to, so a module read only for its classes would
         otherwise model, through its calls, much of the project."""
@@ -713,8 +717,8 @@ class ProjectIndex:
 
         return ProjectClasses(lambda qualname: None, key_params=key_params)
 
-    def _key_consumers(self, path: str) -> dict[str, tuple[ConsumedParam, ...]]:
-        """A module's functions that consume a key parameter (`module_key_params`), the module modelled
+    def _key_consumers(self, path: str) -> "Keys":
+        """A module's functions that consume a key parameter (a `KeyTable`), the module modelled
         knowing only the same of the modules it imports (a module met again through an import cycle
         consumes none, as in `_read`)."""
         known = self._keys_alone.get(path)
@@ -725,7 +729,8 @@ class ProjectIndex:
                     source = f.read()
                 model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source, keys_only=True),
                                     trace=False)
-                known = module_key_params(model)
+                known = KeyTable(model)
+                model.dispose()
             except (OSError, UnicodeError, cst.ParserSyntaxError):
                 known = {}
             except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise

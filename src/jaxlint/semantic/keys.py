@@ -1,7 +1,7 @@
 """Which functions consume a PRNG key they are given: sample from it or split it, here or in a helper."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Container, Optional
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Optional
 
 import libcst as cst
 
@@ -87,38 +87,30 @@ def _consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") ->
     return list(model.project.key_params(qual) or ())  # type: ignore[union-attr]
 
 
-def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
-    """Functions of this module that consume a key parameter (sample from it or split it, directly,
-    through another such function of the module, or through one of another project file): id of the
-    function -> names of those parameters."""
-    cached = model.__dict__.get("_key_consumers")
-    if cached is not None:
-        return cached
-    # Once per function: the key parameters it samples from or splits itself, and the calls that hand a
-    # parameter on to another function of the module (resolved once, not on every pass).
-    plans: list[tuple[int, set[str], list[tuple[int, list[tuple[str, str]]]]]] = []
+# Per function of a module: the key parameters it samples from or splits itself; the calls that hand a
+# parameter on to another function of the module (callee id, (callee's parameter, the name handed));
+# the calls that hand one to a function of another project file (its qualified name, the call, the
+# call's guards), answered only when asked (see `KeyTable`).
+Elsewhere = tuple[str, cst.Call, tuple[str, ...]]
+KeyPlan = tuple[set[str], list[tuple[int, list[tuple[str, str]]]], list[Elsewhere]]
+
+
+def _key_plans(model: "ModuleModel") -> tuple[dict[int, KeyPlan], dict[tuple[int, str], frozenset[str]]]:
+    """Each function's `KeyPlan` (functions that hand nothing on and draw from nothing are left out), and
+    the conditions noted so far: (function id, parameter) -> the flags the function draws from it under."""
+    plans: dict[int, KeyPlan] = {}
     conditions: dict[tuple[int, str], frozenset[str]] = {}
     for fn in model.functions:
-        # a parameter rebound in the body (`rng = fold_in(rng, step)`) is not what gets consumed
-        params = {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
+        params = _params(fn)
         if not params:
             continue
         direct: set[str] = set()
         via: list[tuple[int, list[tuple[str, str]]]] = []
-        # flag parameters off by default (`shuffle=False`) that must be true for a key to be drawn from
-        switches = {p.name for p in fn.params if p.has_default and _falsy(p.default) and p.name not in fn.assigned}
-
-        # parameters that default to None, drawn from only in a branch of `if x is None:` (the key feeds
-        # a sampler only when the caller left `x` out: `if x_prop is None: x_prop = sample(key, ...)`)
-        optional = {p.name for p in fn.params if p.has_default and isinstance(p.default, cst.Name)
-                    and p.default.value == "None"}
+        elsewhere: list[Elsewhere] = []
+        switches, optional = _flags(fn)
 
         def note(name: str, call: cst.Call) -> None:
-            guards = model.call_guards.get(id(call), ())
-            needed = frozenset([g[5:] for g in guards if g[5:] in switches and g.startswith("true:")]
-                               + [g for g in guards if g.startswith("none:") and g[5:] in optional])
-            key = (id(fn), name)
-            conditions[key] = conditions[key] & needed if key in conditions else needed
+            _note(conditions, fn, name, model.call_guards.get(id(call), ()), switches, optional)
 
         for call in fn.calls:
             q = model.resolve(call.func, fn) or ""
@@ -133,26 +125,69 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
                 continue
             ref = model.callee(call, fn)
             if ref is None:  # `utils.sample_noise(key, shape)` of another project file
-                consumed = _consumed_elsewhere(call, model, fn)
-                for _param, name in handed(call, consumed, 0):
-                    if name in params:
-                        direct.add(name)
-                        note(name, call)
+                if model.project is not None and q and not _library(q):
+                    elsewhere.append((q, call, tuple(model.call_guards.get(id(call), ()))))
                 continue
             hands = [(param, name) for param, name in handed(call, signature(ref.fn), ref.offset) if name in params]
             if hands:
                 via.append((id(ref.fn), hands))
                 for _param, name in hands:
                     note(name, call)
-        if direct or via:
-            plans.append((id(fn), direct, via))
-    model.__dict__["_key_conditions"] = {k: v for k, v in conditions.items() if v}
+        if direct or via or elsewhere:
+            plans[id(fn)] = (direct, via, elsewhere)
+    return plans, conditions
+
+
+def _flags(fn: FunctionInfo) -> tuple[set[str], set[str]]:
+    """A function's flag parameters off by default (`shuffle=False`), which must be true for a key to be
+    drawn from, and its parameters that default to None, drawn from only in a branch of `if x is None:`
+    (the key feeds a sampler only when the caller left `x` out: `if x_prop is None: x_prop = sample(key, ...)`)."""
+    switches = {p.name for p in fn.params if p.has_default and _falsy(p.default) and p.name not in fn.assigned}
+    optional = {p.name for p in fn.params if p.has_default and isinstance(p.default, cst.Name)
+                and p.default.value == "None"}
+    return switches, optional
+
+
+def _note(conditions: dict[tuple[int, str], frozenset[str]], fn: FunctionInfo, name: str, guards: Iterable[str],
+          switches: set[str], optional: set[str]) -> None:
+    """Record under which flags a call of `fn`'s body consumes its parameter `name`: the flags all such
+    calls need (none, once one call draws unconditionally)."""
+    guards = tuple(guards)
+    needed = frozenset([g[5:] for g in guards if g[5:] in switches and g.startswith("true:")]
+                       + [g for g in guards if g.startswith("none:") and g[5:] in optional])
+    key = (id(fn), name)
+    conditions[key] = conditions[key] & needed if key in conditions else needed
+
+
+def _resolve_elsewhere(elsewhere: list[Elsewhere], params: set[str], project: Any,
+                       note: Optional[Callable[[str, tuple[str, ...]], None]] = None) -> set[str]:
+    """The parameters among `params` that a function's calls into other project files consume, from the
+    project's summaries (each noted with the call's guards, when `note` is given)."""
+    found: set[str] = set()
+    for qual, call, guards in elsewhere:
+        for _param, name in handed(call, list(project.key_params(qual) or ()), 0):
+            if name in params:
+                found.add(name)
+                if note is not None:
+                    note(name, guards)
+    return found
+
+
+def _params(fn: FunctionInfo) -> set[str]:
+    """The parameters whose key a function may consume: a parameter rebound in the body (`rng =
+    fold_in(rng, step)`) is not what gets consumed."""
+    return {p.name for p in fn.params if not p.star and p.name not in fn.assigned}
+
+
+def _solve(plans: dict[int, KeyPlan], direct: dict[int, set[str]]) -> dict[int, set[str]]:
+    """The consumed parameters of the planned functions, through the helpers that hand a key on, to a
+    fixed point (`direct`: what each consumes itself or through other files)."""
     out: dict[int, set[str]] = {}
     grew = True
-    while grew:  # through helpers that hand the key on, to a fixed point
+    while grew:
         grew = False
-        for fid, direct, via in plans:
-            found = set(direct)
+        for fid, (_d, via, _e) in plans.items():
+            found = set(direct.get(fid, ()))
             for callee_id, hands in via:
                 consumed = out.get(callee_id)
                 if consumed:
@@ -160,8 +195,71 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
             if found - out.get(fid, set()):
                 out.setdefault(fid, set()).update(found)
                 grew = True
+    return out
+
+
+def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
+    """Functions of this module that consume a key parameter (sample from it or split it, directly,
+    through another such function of the module, or through one of another project file): id of the
+    function -> names of those parameters."""
+    cached = model.__dict__.get("_key_consumers")
+    if cached is not None:
+        return cached
+    plans, conditions = _key_plans(model)
+    direct: dict[int, set[str]] = {}
+    for fn in model.functions:
+        plan = plans.get(id(fn))
+        if plan is None:
+            continue
+        direct[id(fn)] = set(plan[0])
+        if plan[2]:
+            switches, optional = _flags(fn)
+
+            def note(name: str, guards: tuple[str, ...]) -> None:
+                _note(conditions, fn, name, guards, switches, optional)  # noqa: B023 - called right away
+
+            direct[id(fn)] |= _resolve_elsewhere(plan[2], _params(fn), model.project, note)
+    model.__dict__["_key_conditions"] = {k: v for k, v in conditions.items() if v}
+    out = _solve(plans, direct)
     model.__dict__["_key_consumers"] = out
     return out
+
+
+class KeyTable:
+    """`module_key_params` of one module, answered one function at a time: only the functions a function
+    asked about hands its parameters to (here or in other files, through the project's summaries) are
+    followed, not every function of the module (whose answers would model much of the project). Keeps
+    the plans and each planned function's parameters, not the module's model."""
+
+    def __init__(self, model: "ModuleModel") -> None:
+        self._plans, _conditions = _key_plans(model)
+        self._params = {id(fn): _params(fn) for fn in model.functions if id(fn) in self._plans}
+        self._defs = {name: (id(fn), signature(fn)) for name, fn in model.root.defs.items() if id(fn) in self._plans}
+        self._project = model.project
+        self._answers: dict[str, tuple[ConsumedParam, ...]] = {}
+
+    def get(self, name: str) -> Optional[tuple[ConsumedParam, ...]]:
+        """The consumed parameters (with their positions) of the module-level function `name`, or None."""
+        if name not in self._answers:
+            self._answers[name] = ()  # (asked again while it is answered, through a cycle: none yet)
+            self._answers[name] = self._consumed(name)
+        return self._answers[name] or None
+
+    def _consumed(self, name: str) -> tuple[ConsumedParam, ...]:
+        if name not in self._defs:
+            return ()
+        fid, sig = self._defs[name]
+        reach, todo = {fid}, [fid]
+        while todo:  # the module's functions it hands a parameter on to, and theirs
+            for callee_id, _hands in self._plans[todo.pop()][1]:
+                if callee_id in self._plans and callee_id not in reach:
+                    reach.add(callee_id)
+                    todo.append(callee_id)
+        plans = {f: self._plans[f] for f in reach}
+        direct = {f: plan[0] | (_resolve_elsewhere(plan[2], self._params[f], self._project) if plan[2] else set())
+                  for f, plan in plans.items()}
+        consumed = _solve(plans, direct).get(fid)
+        return tuple((p, i) for p, i in sig if p in consumed) if consumed else ()
 
 
 def consumed_when(call: cst.Call, fn: FunctionInfo, offset: int, param: str, model: "ModuleModel") -> bool:
@@ -245,15 +343,3 @@ def param_handoffs(fn: FunctionInfo, model: "ModuleModel") -> dict[str, str]:
                 out.setdefault(key, qual)
         known[id(fn)] = out
     return known[id(fn)]
-
-
-def module_key_params(model: "ModuleModel") -> dict[str, tuple[ConsumedParam, ...]]:
-    """The module-level functions that consume a key parameter, by name, with the consumed parameters and
-    their positions: what another file of the project needs to know about them."""
-    consumers = key_consumers(model)
-    out: dict[str, tuple[ConsumedParam, ...]] = {}
-    for name, fn in model.root.defs.items():
-        consumed = consumers.get(id(fn))
-        if consumed:
-            out[name] = tuple((p, i) for p, i in signature(fn) if p in consumed)
-    return out
