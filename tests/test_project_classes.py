@@ -322,3 +322,31 @@ def test_whether_the_project_has_static_names_stops_at_the_first_one_confirmed(t
     assert project.static_name("mode") and project.static_name("width") and not project.static_name("x")
     lone = ProjectIndex([str(user)], module_name)
     assert lone.for_file(str(user), user.read_bytes()) is None and lone.modelled == []
+
+
+def test_a_key_question_follows_only_the_function_asked_about(tmp_path: Path) -> None:
+    """Which parameters an imported function consumes as a key is answered from that function and the
+    ones it hands them to, here or in other files: not from every function of its module, whose calls
+    into other files would model those files too."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/draw.py", "import jax\n\n\ndef draw(key, shape):\n    return jax.random.normal(key, shape)\n")
+    write(tmp_path, "pkg/mix.py", "import jax\n\n\ndef mix(rng, x):\n    return x + jax.random.uniform(rng, x.shape)\n")
+    write(tmp_path, "pkg/ops.py", "from pkg.draw import draw\nfrom pkg.mix import mix\n\n\n"
+          "def _inner(seed, shape):\n    return draw(seed, shape)\n\n\n"
+          "def noisy(key, x):\n    return x + _inner(key, x.shape)\n\n\n"
+          "def mixed(rng, x):\n    return mix(rng, x)\n\n\n"
+          "def plain(key, x):\n    return x * 2\n")
+    user = write(tmp_path, "pkg/user.py", "import jax\n\nfrom pkg.ops import noisy, plain\n\n\n"
+                 "def run(x):\n    key = jax.random.key(0)\n    return noisy(key, x), plain(key, x)\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    project = index.for_file(str(user), user.read_bytes(), keys_only=True)
+    assert project is not None
+    assert project.key_params("pkg.ops.noisy") == (("key", 0),)  # through `_inner`, then draw.py
+    assert project.key_params("pkg.ops.plain") is None
+    assert sorted(Path(p).name for p in index.modelled_for_keys) == ["draw.py", "ops.py"]  # mix.py: not asked

@@ -107,6 +107,11 @@ class ProjectIndex:
         """The files modelled so far (in order): what the project's answers have cost."""
         return list(self._facts)
 
+    @property
+    def modelled_for_keys(self) -> list[str]:
+        """The files modelled only for their key-consuming functions (see `for_file` with `keys_only`)."""
+        return list(self._keys_alone)
+
     def defines(self, qualname: str, path: str) -> bool:
         """Whether a function a file names (`.noise.sample`, `pkg.utils.draw`, as its imports resolve it)
         lives in a project file other than that one."""
@@ -233,7 +238,7 @@ class ProjectIndex:
                 source = f.read()
             model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
             if keys_only:
-                self._key_fns[path] = KeyTable(model)
+                self._key_fns[path] = KeyTable(model, self._fault_of(path))
                 model.dispose()
                 return
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
@@ -249,13 +254,17 @@ class ProjectIndex:
             self._python_params[path] = model.python_parameters()
             self._switch_fns[path] = model.field_switches()
             if path in self._keys_wanted:
-                self._key_fns[path] = KeyTable(model)
+                self._key_fns[path] = KeyTable(model, self._fault_of(path))
             self._int_consts[path] = model.int_constants()
             model.dispose()  # (its tables are read: freed now rather than by the cyclic collector)
         except (OSError, UnicodeError, cst.ParserSyntaxError):
             pass  # a file that cannot be read or parsed tells nothing
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
-            self.faults[path] = f"{type(exc).__name__}: {exc}"
+            self._fault_of(path)(exc)
+
+    def _fault_of(self, path: str) -> Callable[[Exception], None]:
+        """What records a fault of the file at `path` met after its model is gone (see `faults`)."""
+        return lambda exc: self.faults.__setitem__(path, f"{type(exc).__name__}: {exc}")
 
     def _module_keys(self, path: str) -> "Keys":
         """A module's functions that consume a key parameter (a `KeyTable`), the module modelled with
@@ -729,12 +738,12 @@ class ProjectIndex:
                     source = f.read()
                 model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source, keys_only=True),
                                     trace=False)
-                known = KeyTable(model)
+                known = KeyTable(model, self._fault_of(path))
                 model.dispose()
             except (OSError, UnicodeError, cst.ParserSyntaxError):
                 known = {}
             except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
-                self.faults[path] = f"{type(exc).__name__}: {exc}"
+                self._fault_of(path)(exc)
                 known = {}
             self._keys_alone[path] = known
         return known

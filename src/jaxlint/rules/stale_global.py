@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -226,7 +226,11 @@ class StaleGlobal(Rule):
         loop that ends before it), rebindings to the same value, rebindings inside a loop that also
         redefines the reader (a notebook-style script re-running a cell), and rebindings that no use of the
         reader can see both sides of (a script run top to bottom) are not stale."""
-        if _same_value(name, owner, model):
+        memo = self._memo(model)
+        same = memo["same"].get((name, id(owner)))
+        if same is None:
+            same = memo["same"][(name, id(owner))] = _same_value(name, owner, model)
+        if same:
             return None
         at_def = fn
         while at_def.parent is not owner and isinstance(at_def.parent, FunctionInfo):
@@ -236,7 +240,12 @@ class StaleGlobal(Rule):
         later = [(order, loop) for order, loop in zip(orders, loops)
                  if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)
                  and not _copies_itself(name, order, owner, model)]
-        uses = self._reader_uses(fn, model) if later and owner is model.root else None
+        if later and owner is model.root:
+            if id(fn) not in memo["readers"]:
+                memo["readers"][id(fn)] = self._reader_uses(fn, model)
+            uses = memo["readers"][id(fn)]
+        else:
+            uses = None
         if uses is not None and uses.sites:
             # In module code run top to bottom, a rebinding is seen stale only by a call after it of a
             # function traced before it (a loop around both runs each of them again).
@@ -255,34 +264,53 @@ class StaleGlobal(Rule):
                  if loop is None or not (_rebuilt_alike(name, loop, model, owner, shapes) or clears_caches(loop, model)
                                          or carried and _rebound_from_itself(name, loop))]
         later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
-        if _applied_where_made(fn, model):
+        if later and id(fn) not in memo["applied"]:
+            memo["applied"][id(fn)] = _applied_where_made(fn, model)
+        if later and memo["applied"][id(fn)]:
             later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
         if any(loop is not None for _order, loop in later):
             return "a loop rebinds it"
         if later and len(orders) >= 2:
             return "it is rebound after the function is defined"
         if owner is model.root:
-            for other in model.functions:
-                if name in other.declared_global and name in other.bind_order:
-                    if all(_copies_itself(name, order, other, model) for order in other.bind_order[name]):
-                        continue  # `X = jax.device_put(X, dev)`: the same value, wherever it lives
-                    last = max(other.bind_order[name])
-                    if fn.trace_sites and all(scope is other and order > last for scope, order in fn.trace_sites):
-                        continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
-                    if self._set_once_before_use(name, other, fn, model) or self._set_at_import(other, fn, model):
-                        continue
-                    if self._never_called(other, model) or never_mentioned(other):
-                        continue  # a setter nothing in the project calls rebinds nothing
-                    if self._fills_placeholder(name, other, model):
-                        continue  # `_table = None` filled once by its loader: nothing rebinds it after
-                    if all(isinstance(v, cst.Name) and v.value in other.imports for v in other.assigned.get(name, [])):
-                        continue  # a lazy import (`from pkg import api as _api; api = _api`): one module object
-                    if model.restores(other, name) and _only_called_traced(other, model):
-                        continue  # `with use_cache(c):` inside the trace: each trace sets its own value
-                    if other is fn:
-                        return f"`{fn.qualname}` itself rebinds it with `global`"
-                    return f"`{other.qualname}` rebinds it with `global`"
+            if memo["setters"] is None:  # name -> the functions that rebind it with `global`, in order
+                setters: dict[str, list[FunctionInfo]] = {}
+                for other in model.functions:
+                    for declared in other.declared_global:
+                        if declared in other.bind_order:
+                            setters.setdefault(declared, []).append(other)
+                memo["setters"] = setters
+            for other in memo["setters"].get(name, ()):
+                if all(_copies_itself(name, order, other, model) for order in other.bind_order[name]):
+                    continue  # `X = jax.device_put(X, dev)`: the same value, wherever it lives
+                last = max(other.bind_order[name])
+                if fn.trace_sites and all(scope is other and order > last for scope, order in fn.trace_sites):
+                    continue  # only traced by `other`, after it rebinds the name: the trace sees the new value
+                if self._set_once_before_use(name, other, fn, model) or self._set_at_import(other, fn, model):
+                    continue
+                if self._never_called(other, model) or never_mentioned(other):
+                    continue  # a setter nothing in the project calls rebinds nothing
+                if self._fills_placeholder(name, other, model):
+                    continue  # `_table = None` filled once by its loader: nothing rebinds it after
+                if all(isinstance(v, cst.Name) and v.value in other.imports for v in other.assigned.get(name, [])):
+                    continue  # a lazy import (`from pkg import api as _api; api = _api`): one module object
+                if model.restores(other, name) and _only_called_traced(other, model):
+                    continue  # `with use_cache(c):` inside the trace: each trace sets its own value
+                if other is fn:
+                    return f"`{fn.qualname}` itself rebinds it with `global`"
+                return f"`{other.qualname}` rebinds it with `global`"
         return None
+
+    def _memo(self, model: ModuleModel) -> dict[str, Any]:
+        """What `_rebinding` works out once per module rather than once per traced function and name:
+        "same" ((name, id of its scope) -> `_same_value`), "readers" (id of a traced function -> its
+        `_reader_uses`), "applied" (the same -> `_applied_where_made`) and "setters" (name -> the functions
+        rebinding it with `global`)."""
+        memo = self.__dict__.get("_rebinding_memo")
+        if memo is None or memo["model"] is not model:
+            memo = self.__dict__["_rebinding_memo"] = {"model": model, "same": {}, "readers": {}, "applied": {},
+                                                            "setters": None}
+        return memo
 
     def _module_uses(self, model: ModuleModel) -> ModuleUses:
         found = self.__dict__.get("_uses")

@@ -231,7 +231,8 @@ class KeyTable:
     followed, not every function of the module (whose answers would model much of the project). Keeps
     the plans and each planned function's parameters, not the module's model."""
 
-    def __init__(self, model: "ModuleModel") -> None:
+    def __init__(self, model: "ModuleModel", fault: Callable[[Exception], None] = lambda exc: None) -> None:
+        self._fault = fault  # told of a question the plans cannot answer (which is then answered: none)
         self._plans, _conditions = _key_plans(model)
         self._params = {id(fn): _params(fn) for fn in model.functions if id(fn) in self._plans}
         self._defs = {name: (id(fn), signature(fn)) for name, fn in model.root.defs.items() if id(fn) in self._plans}
@@ -242,7 +243,10 @@ class KeyTable:
         """The consumed parameters (with their positions) of the module-level function `name`, or None."""
         if name not in self._answers:
             self._answers[name] = ()  # (asked again while it is answered, through a cycle: none yet)
-            self._answers[name] = self._consumed(name)
+            try:
+                self._answers[name] = self._consumed(name)
+            except Exception as exc:  # noqa: BLE001 - as a module the model cannot summarise tells nothing
+                self._fault(exc)
         return self._answers[name] or None
 
     def _consumed(self, name: str) -> tuple[ConsumedParam, ...]:
