@@ -551,13 +551,25 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
             continue  # `env = make_env(cfg)` on every pass, from names the loop never changes: the same value
         if carried and _rebound_from_itself(name, loop):
             continue
-        calls = [call for call, scope, call_loop in model.all_calls
-                 if scope is owner and loop.encloses(call_loop) and isinstance(call.func, cst.Name)
-                 and call.func.value == fn.name]
+        calls = _calls_in_loop(fn.name, loop, owner, model)
         if calls and not all(_resliced_each_pass(call, loop) or _static_item_each_pass(call, loop, fn, model)
                              for call in calls):
             return loop
     return None
+
+
+def _calls_in_loop(name: str, loop: LoopInfo, owner: Scope, model: ModuleModel) -> list[cst.Call]:
+    """The calls of `name` (a bare name) in `owner`'s code under `loop` (worked out once per module for each
+    loop: a traced function is asked about every name it reads)."""
+    cache = model.__dict__.setdefault("_stale_loop_calls", {})
+    key = (id(loop), id(owner))
+    if key not in cache:
+        found: dict[str, list[cst.Call]] = {}
+        for call, scope, call_loop in model.all_calls:
+            if scope is owner and isinstance(call.func, cst.Name) and loop.encloses(call_loop):
+                found.setdefault(call.func.value, []).append(call)
+        cache[key] = found
+    return cache[key].get(name, [])
 
 
 def _static_item_each_pass(call: cst.Call, loop: LoopInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
@@ -607,8 +619,17 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, 
     or `next(it)` give a new value each time). With `shapes` (the reader looks only at the name's shape),
     a fresh PRNG key on each pass (`key = PRNGKey(i)`, `k1, k2 = split(key)`) counts as alike: the values
     differ, their shapes do not, so `theta = sample(k1, n)` keeps its shape."""
+    cache = model.__dict__.setdefault("_stale_alike", {})
+    key = (id(loop), id(owner), shapes)
+    if key not in cache:
+        cache[key] = _alike_in(loop, model, owner, shapes)
+    return name in cache[key]
+
+
+def _alike_in(loop: LoopInfo, model: ModuleModel, owner: Scope, shapes: bool) -> set[str]:
+    """The names `_rebuilt_alike` holds built alike on every pass of `loop` (once per loop, for all names)."""
     if not isinstance(loop.node, (cst.For, cst.While)):
-        return False
+        return set()
     values: dict[str, list[cst.BaseExpression]] = {}
     other: set[str] = set()  # names bound some other way (augmented, loop targets, `with`)
     stack: list[cst.CSTNode] = [loop.node.body]
@@ -646,7 +667,7 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, 
                     and all(loop_invariant(v, loop, model, owner, frozenset(alike | {n})) for v in rest):
                 alike.add(n)
                 grew = True
-    return name in alike
+    return alike
 
 
 def _fresh_key(value: cst.BaseExpression, loop: LoopInfo, model: ModuleModel, owner: Scope) -> bool:

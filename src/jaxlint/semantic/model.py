@@ -1320,6 +1320,12 @@ class ModuleModel:
     def _returns_container_names(self, fn: FunctionInfo) -> bool:
         """A function every `return` of which gives None or a local name bound only to a Python container:
         a dict or list display, or a collection of flax variables (`cache = variables.get("cache")`)."""
+        known = self.__dict__.setdefault("_container_names", {})  # (asked at each call of the function)
+        if id(fn) not in known:
+            known[id(fn)] = self._returns_only_container_names(fn)
+        return known[id(fn)]
+
+    def _returns_only_container_names(self, fn: FunctionInfo) -> bool:
         if not isinstance(fn.node, cst.FunctionDef):
             return False
         values = [r.value for r in _returns(fn.node.body)]
