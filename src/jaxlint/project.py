@@ -29,12 +29,12 @@ _STATIC_MARKERS = (b"pytree_node=False", b"static=True", b"static_field", b".sta
                    b"nnx", b"treex", b"treeo",  # an nnx (or treex) Module's Python settings are static pytree metadata
                    b"register_pytree_node(")  # flatten functions, whose aux data is static
 
-# What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch):
-# `kw["pytree_node"] = jaxed`, or `pytree_node=` given a name (not `pytree_node=False`).
 # What the project knows of a module's key-consuming functions: a table asked one function at a time, or
 # nothing (`{}`: the module cannot be read, or is being read through an import cycle).
 Keys = Union[KeyTable, dict[str, tuple[ConsumedParam, ...]]]
 
+# What a helper making fields whose leafness its argument sets contains (see ModuleModel.field_switch):
+# `kw["pytree_node"] = jaxed`, or `pytree_node=` given a name (not `pytree_node=False`).
 _SWITCH_MARKER = re.compile(rb"\[[\"'](?:pytree_node|static)[\"']\]|\bpytree_node\s*=\s*(?!True\b|False\b)[A-Za-z_]")
 
 # The tables of `ProjectIndex.functions` that a module's text alone decides (see ProjectIndex._syntactic).
@@ -230,17 +230,12 @@ class ProjectIndex:
             self._host_fns, self._field_fns, self._numpy_aliases, self._element_fns, self._python_params,
             self._switch_fns, self._int_consts)), self.faults.get(path))
 
-    def _model(self, path: str, keys_only: bool = False) -> None:
-        """The tables of the module at `path` filled from its model, made knowing the project; with
-        `keys_only`, only its key-consuming functions (see `_module_keys`)."""
+    def _model(self, path: str) -> None:
+        """The tables of the module at `path` filled from its model, made knowing the project."""
         try:
             with open(path, "rb") as f:
                 source = f.read()
             model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
-            if keys_only:
-                self._key_fns[path] = KeyTable(model, self._fault_of(path))
-                model.dispose()
-                return
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
@@ -262,6 +257,23 @@ class ProjectIndex:
         except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
             self._fault_of(path)(exc)
 
+    def _key_table(self, path: str, keys_only: bool) -> "Keys":
+        """The `KeyTable` of the module at `path`, modelled knowing the project (with `keys_only`, knowing
+        only the same of the modules it imports); `{}` for a file that cannot be read or modelled."""
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+            model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source, keys_only=keys_only),
+                                trace=False)
+            table = KeyTable(model, self._fault_of(path))
+            model.dispose()
+            return table
+        except (OSError, UnicodeError, cst.ParserSyntaxError):
+            return {}
+        except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
+            self._fault_of(path)(exc)
+            return {}
+
     def _fault_of(self, path: str) -> Callable[[Exception], None]:
         """What records a fault of the file at `path` met after its model is gone (see `faults`)."""
         return lambda exc: self.faults.__setitem__(path, f"{type(exc).__name__}: {exc}")
@@ -279,7 +291,7 @@ class ProjectIndex:
                 self._key_fns[path] = {}  # while they are found: an import cycle back to it sees none
                 self._reading.append(path)
                 try:
-                    self._model(path, keys_only=True)
+                    self._key_fns[path] = self._key_table(path, keys_only=False)
                 finally:
                     self._reading.pop()
         return self._key_fns.get(path, {})
@@ -607,6 +619,7 @@ class ProjectIndex:
         return known
 
     def _declared_in(self, path: str, text: bytes) -> frozenset[str]:
+        """`_declared` of a declaring file, scanned once."""
         known = self._declared_names.get(path)
         if known is None:
             known = self._declared_names[path] = _declared(text)
@@ -733,19 +746,7 @@ class ProjectIndex:
         known = self._keys_alone.get(path)
         if known is None:
             self._keys_alone[path] = {}
-            try:
-                with open(path, "rb") as f:
-                    source = f.read()
-                model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source, keys_only=True),
-                                    trace=False)
-                known = KeyTable(model, self._fault_of(path))
-                model.dispose()
-            except (OSError, UnicodeError, cst.ParserSyntaxError):
-                known = {}
-            except Exception as exc:  # noqa: BLE001 - nor does one the model cannot summarise
-                self._fault_of(path)(exc)
-                known = {}
-            self._keys_alone[path] = known
+            known = self._keys_alone[path] = self._key_table(path, keys_only=True)
         return known
 
 

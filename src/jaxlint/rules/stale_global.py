@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 
 import libcst as cst
 
@@ -13,6 +13,8 @@ from ..semantic.loops import clears_caches, distinct_constants, loop_invariant, 
 from ..semantic.uses import ModuleUses, Uses, def_window
 from ..semantic.traced import filled_args
 from .base import Report, Rule, Where, tracing_phrase
+
+T = TypeVar("T")
 
 
 def _loads(node: cst.CSTNode) -> Iterator[cst.Name]:
@@ -226,11 +228,8 @@ class StaleGlobal(Rule):
         loop that ends before it), rebindings to the same value, rebindings inside a loop that also
         redefines the reader (a notebook-style script re-running a cell), and rebindings that no use of the
         reader can see both sides of (a script run top to bottom) are not stale."""
-        memo = self._memo(model)
-        same = memo["same"].get((name, id(owner)))
-        if same is None:
-            same = memo["same"][(name, id(owner))] = _same_value(name, owner, model)
-        if same:
+        memo = _rebinding_memo(model)
+        if _once(memo["same"], (name, id(owner)), lambda: _same_value(name, owner, model)):
             return None
         at_def = fn
         while at_def.parent is not owner and isinstance(at_def.parent, FunctionInfo):
@@ -240,12 +239,8 @@ class StaleGlobal(Rule):
         later = [(order, loop) for order, loop in zip(orders, loops)
                  if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)
                  and not _copies_itself(name, order, owner, model)]
-        if later and owner is model.root:
-            if id(fn) not in memo["readers"]:
-                memo["readers"][id(fn)] = self._reader_uses(fn, model)
-            uses = memo["readers"][id(fn)]
-        else:
-            uses = None
+        uses = _once(memo["readers"], id(fn), lambda: self._reader_uses(fn, model)) \
+            if later and owner is model.root else None
         if uses is not None and uses.sites:
             # In module code run top to bottom, a rebinding is seen stale only by a call after it of a
             # function traced before it (a loop around both runs each of them again).
@@ -264,23 +259,14 @@ class StaleGlobal(Rule):
                  if loop is None or not (_rebuilt_alike(name, loop, model, owner, shapes) or clears_caches(loop, model)
                                          or carried and _rebound_from_itself(name, loop))]
         later = [(order, loop) for order, loop in later if not _repeated_replace(name, order, owner, model)]
-        if later and id(fn) not in memo["applied"]:
-            memo["applied"][id(fn)] = _applied_where_made(fn, model)
-        if later and memo["applied"][id(fn)]:
+        if later and _once(memo["applied"], id(fn), lambda: _applied_where_made(fn, model)):
             later = []  # `jax.pmap(lambda k: ...)(keys)`: traced and run once, where it is made
         if any(loop is not None for _order, loop in later):
             return "a loop rebinds it"
         if later and len(orders) >= 2:
             return "it is rebound after the function is defined"
         if owner is model.root:
-            if memo["setters"] is None:  # name -> the functions that rebind it with `global`, in order
-                setters: dict[str, list[FunctionInfo]] = {}
-                for other in model.functions:
-                    for declared in other.declared_global:
-                        if declared in other.bind_order:
-                            setters.setdefault(declared, []).append(other)
-                memo["setters"] = setters
-            for other in memo["setters"].get(name, ()):
+            for other in _once(memo, "setters", lambda: _global_setters(model)).get(name, ()):
                 if all(_copies_itself(name, order, other, model) for order in other.bind_order[name]):
                     continue  # `X = jax.device_put(X, dev)`: the same value, wherever it lives
                 last = max(other.bind_order[name])
@@ -300,17 +286,6 @@ class StaleGlobal(Rule):
                     return f"`{fn.qualname}` itself rebinds it with `global`"
                 return f"`{other.qualname}` rebinds it with `global`"
         return None
-
-    def _memo(self, model: ModuleModel) -> dict[str, Any]:
-        """What `_rebinding` works out once per module rather than once per traced function and name:
-        "same" ((name, id of its scope) -> `_same_value`), "readers" (id of a traced function -> its
-        `_reader_uses`), "applied" (the same -> `_applied_where_made`) and "setters" (name -> the functions
-        rebinding it with `global`)."""
-        memo = self.__dict__.get("_rebinding_memo")
-        if memo is None or memo["model"] is not model:
-            memo = self.__dict__["_rebinding_memo"] = {"model": model, "same": {}, "readers": {}, "applied": {},
-                                                            "setters": None}
-        return memo
 
     def _module_uses(self, model: ModuleModel) -> ModuleUses:
         found = self.__dict__.get("_uses")
@@ -558,18 +533,43 @@ def _rebinding_loop_calling(name: str, owner: FunctionInfo, fn: FunctionInfo, mo
     return None
 
 
+def _rebinding_memo(model: ModuleModel) -> dict[str, Any]:
+    """What stale-global works out once per module rather than once per traced function and name it reads:
+    "same" ((name, id of its scope) -> `_same_value`), "readers" (id of a traced function -> the calls that
+    can trace it), "applied" (the same -> `_applied_where_made`), "setters" (`_global_setters`), "loop_calls"
+    ((ids of a loop and its scope) -> the calls under it, by callee name) and "alike" ((the same, shapes) ->
+    `_alike_in`)."""
+    return model.__dict__.setdefault("_stale_global_memo", {"same": {}, "readers": {}, "applied": {},
+                                                            "loop_calls": {}, "alike": {}})
+
+
+def _once(table: dict, key: Any, make: Callable[[], T]) -> T:
+    """`table[key]`, made by `make()` the first time."""
+    if key not in table:
+        table[key] = make()
+    return table[key]
+
+
+def _global_setters(model: ModuleModel) -> dict[str, list[FunctionInfo]]:
+    """Module-level name -> the functions that rebind it with `global`, in the module's order."""
+    setters: dict[str, list[FunctionInfo]] = {}
+    for other in model.functions:
+        for declared in other.declared_global:
+            if declared in other.bind_order:
+                setters.setdefault(declared, []).append(other)
+    return setters
+
+
 def _calls_in_loop(name: str, loop: LoopInfo, owner: Scope, model: ModuleModel) -> list[cst.Call]:
-    """The calls of `name` (a bare name) in `owner`'s code under `loop` (worked out once per module for each
-    loop: a traced function is asked about every name it reads)."""
-    cache = model.__dict__.setdefault("_stale_loop_calls", {})
-    key = (id(loop), id(owner))
-    if key not in cache:
+    """The calls of `name` (a bare name) in `owner`'s code under `loop`."""
+    def by_callee() -> dict[str, list[cst.Call]]:
         found: dict[str, list[cst.Call]] = {}
         for call, scope, call_loop in model.all_calls:
             if scope is owner and isinstance(call.func, cst.Name) and loop.encloses(call_loop):
                 found.setdefault(call.func.value, []).append(call)
-        cache[key] = found
-    return cache[key].get(name, [])
+        return found
+
+    return _once(_rebinding_memo(model)["loop_calls"], (id(loop), id(owner)), by_callee).get(name, [])
 
 
 def _static_item_each_pass(call: cst.Call, loop: LoopInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
@@ -619,11 +619,8 @@ def _rebuilt_alike(name: str, loop: LoopInfo, model: ModuleModel, owner: Scope, 
     or `next(it)` give a new value each time). With `shapes` (the reader looks only at the name's shape),
     a fresh PRNG key on each pass (`key = PRNGKey(i)`, `k1, k2 = split(key)`) counts as alike: the values
     differ, their shapes do not, so `theta = sample(k1, n)` keeps its shape."""
-    cache = model.__dict__.setdefault("_stale_alike", {})
-    key = (id(loop), id(owner), shapes)
-    if key not in cache:
-        cache[key] = _alike_in(loop, model, owner, shapes)
-    return name in cache[key]
+    return name in _once(_rebinding_memo(model)["alike"], (id(loop), id(owner), shapes),
+                         lambda: _alike_in(loop, model, owner, shapes))
 
 
 def _alike_in(loop: LoopInfo, model: ModuleModel, owner: Scope, shapes: bool) -> set[str]:

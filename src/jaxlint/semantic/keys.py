@@ -1,6 +1,7 @@
 """Which functions consume a PRNG key they are given: sample from it or split it, here or in a helper."""
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Optional
 
 import libcst as cst
@@ -82,9 +83,15 @@ def _consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") ->
     """The parameters a function of another project file consumes, from the project's summaries (none
     without them, or when the call runs no such function)."""
     qual = model.resolve(call.func, scope) if model.project is not None else None
-    if qual is None or _library(qual):
+    if not _project_function(qual, model):
         return []
-    return list(model.project.key_params(qual) or ())  # type: ignore[union-attr]
+    return list(model.project.key_params(qual) or ())  # type: ignore[union-attr,arg-type]
+
+
+def _project_function(qual: Optional[str], model: "ModuleModel") -> bool:
+    """Whether a resolved callee may be a function of another project file, which the project's summaries
+    tell about (there are summaries, and it is no library's)."""
+    return model.project is not None and bool(qual) and not _library(qual)  # type: ignore[arg-type]
 
 
 # Per function of a module: the key parameters it samples from or splits itself; the calls that hand a
@@ -125,7 +132,7 @@ def _key_plans(model: "ModuleModel") -> tuple[dict[int, KeyPlan], dict[tuple[int
                 continue
             ref = model.callee(call, fn)
             if ref is None:  # `utils.sample_noise(key, shape)` of another project file
-                if model.project is not None and q and not _library(q):
+                if _project_function(q, model):
                     elsewhere.append((q, call, tuple(model.call_guards.get(id(call), ()))))
                 continue
             hands = [(param, name) for param, name in handed(call, signature(ref.fn), ref.offset) if name in params]
@@ -214,10 +221,7 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
         direct[id(fn)] = set(plan[0])
         if plan[2]:
             switches, optional = _flags(fn)
-
-            def note(name: str, guards: tuple[str, ...]) -> None:
-                _note(conditions, fn, name, guards, switches, optional)  # noqa: B023 - called right away
-
+            note = functools.partial(_note, conditions, fn, switches=switches, optional=optional)
             direct[id(fn)] |= _resolve_elsewhere(plan[2], _params(fn), model.project, note)
     model.__dict__["_key_conditions"] = {k: v for k, v in conditions.items() if v}
     out = _solve(plans, direct)
@@ -226,10 +230,11 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
 
 
 class KeyTable:
-    """`module_key_params` of one module, answered one function at a time: only the functions a function
+    """What another file of the project needs to know of a module: the parameters each module-level function
+    consumes as a key, with their positions. Answered one function at a time: only the functions the one
     asked about hands its parameters to (here or in other files, through the project's summaries) are
-    followed, not every function of the module (whose answers would model much of the project). Keeps
-    the plans and each planned function's parameters, not the module's model."""
+    followed, not every function of the module (whose answers would model much of the project). Keeps the
+    plans and each planned function's parameters, not the module's model."""
 
     def __init__(self, model: "ModuleModel", fault: Callable[[Exception], None] = lambda exc: None) -> None:
         self._fault = fault  # told of a question the plans cannot answer (which is then answered: none)
