@@ -1,6 +1,7 @@
 """The pipeline, top to bottom: discover files -> parse once -> model -> rules -> suppress/select -> verify."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import gc
@@ -21,6 +22,7 @@ from .jaxapi import Transform
 from .cache import Cache, key_for
 from .project import ProjectIndex, absolute, project_needs
 from .semantic import ExternalCall, ModuleModel, ProjectClasses
+from .semantic.scopes import Asked, compact, replay
 from .positions import node_spans
 from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from .rules.base import Rule
@@ -279,9 +281,11 @@ def lint_source(source: bytes | str, path: str, codes: Optional[set[str]] = None
 
 
 def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, trace_decorators: Iterable[str] = (),
-            external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None
-            ) -> tuple[list[Finding], list[ExternalCall]]:
-    """Findings for one file, and the calls its traced code makes into other modules."""
+            external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None,
+            asked: Optional[list[Asked]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+    """Findings for one file, and the calls its traced code makes into other modules. Without `project`,
+    `asked` (when given, for a Python file) receives what the analysis took for the project's answers (see
+    `ModuleModel.ask`)."""
     # The tree and the model of one file are hundreds of thousands of objects that all live until
     # the file is done: the cyclic collector, run as they are allocated, would only traverse them
     # again and again (a fifth of the whole pass). Pause it for the file; what little cyclic
@@ -292,7 +296,7 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
     try:
         if is_notebook(path):
             return _analyse_notebook(source, path, codes, trace_decorators, external, project, paused)
-        return _analyse(source, path, codes, trace_decorators, external, project, paused)
+        return _analyse(source, path, codes, trace_decorators, external, project, paused, asked)
     finally:
         if paused:
             gc.unfreeze()
@@ -304,7 +308,7 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
              external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None,
-             freeze_tree: bool = False) -> tuple[list[Finding], list[ExternalCall]]:
+             freeze_tree: bool = False, asked: Optional[list[Asked]] = None) -> tuple[list[Finding], list[ExternalCall]]:
     """With `freeze_tree` (the collector paused by the caller, who unfreezes it afterwards), the parsed tree
     is frozen away from the collector: it holds no cycles and dies with the model that refers to it, so
     the collection after the file need not traverse its nodes (most of what that collection costs)."""
@@ -324,7 +328,7 @@ def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_de
             path, 1, 1, "The file is nested too deeply for the parser; the file was not checked.")), []
     if freeze_tree:
         gc.freeze()
-    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external, project)
+    return check_module(module, raw, path, codes, _extra_transforms(trace_decorators), external, project, asked)
 
 
 def _analyse_notebook(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
@@ -379,14 +383,15 @@ def lint_for_fix(settings: "Settings") -> "Callable[[bytes, str], tuple[list[Fin
             return [], None
         codes = codes_for(path, settings) - {UnusedSuppression.code}
         transforms = _extra_transforms(settings.trace_decorators)
-        found, calls = check_module(module, data, path, codes, transforms)
+        asked: list[Asked] = []
+        found, calls = check_module(module, data, path, codes, transforms, asked=asked)
         if path.endswith(".py"):
             # As run()'s with_project_classes: never fix what the project's classes show is no hazard.
             index = ProjectIndex([path], module_name)
             need = project_needs(found, calls, index, path)
             project = index.for_file(path, data, {f.name for f in found}, keys_only=need == "keys") \
                 if need is not None else None
-            if project is not None:
+            if project is not None and not replay(project, asked):
                 found, _ = check_module(module, data, path, codes, transforms, project=project)
         return found, module
 
@@ -521,8 +526,8 @@ def add_noqa(settings: "Settings") -> tuple[int, list[str]]:
 
 def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
                  extra_transforms: Optional[dict[str, Transform]] = None,
-                 external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None
-                 ) -> tuple[list[Finding], list[ExternalCall]]:
+                 external: Optional[list[ExternalCall]] = None, project: Optional[ProjectClasses] = None,
+                 asked: Optional[list[Asked]] = None) -> tuple[list[Finding], list[ExternalCall]]:
     rules = [r() for r in _rules_for(codes)]
     if not rules:
         return [], []
@@ -534,6 +539,8 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     try:
         return _check(model, module, raw, path, codes, rules, dispatch)
     finally:
+        if asked is not None:
+            asked += model.asked
         model.dispose()
 
 
@@ -630,14 +637,17 @@ def codes_for(path: str, settings: Settings) -> set[str]:
 
 
 def _analyse_file(path: str, settings: Settings, external: Optional[list[ExternalCall]] = None,
-                  data: Optional[bytes] = None) -> tuple[list[Finding], list[ExternalCall], Optional[str]]:
-    """(findings, calls into other modules, internal error) for one file; never raises."""
+                  data: Optional[bytes] = None, asked: Optional[list[Asked]] = None
+                  ) -> tuple[list[Finding], list[ExternalCall], Optional[str]]:
+    """(findings, calls into other modules, internal error) for one file; never raises. `asked`: see
+    `analyse`."""
     if data is None:
         data, err = _read(path, settings.sources)
         if data is None:
             return [_syntax_finding(path, 1, 1, f"Cannot read the file ({err}); the file was not checked.")], [], None
     try:
-        found, calls = analyse(data, path, codes_for(path, settings), settings.trace_decorators, external)
+        found, calls = analyse(data, path, codes_for(path, settings), settings.trace_decorators, external,
+                               asked=asked)
     except RecursionError:
         found, calls = [_syntax_finding(path, 1, 1, "The file is nested too deeply to analyse; "
                                         "the file was not checked.")], []
@@ -659,40 +669,49 @@ Job = tuple[str, Optional[list[ExternalCall]], Optional[bytes]]  # an item, and 
 Early = tuple[bytes, frozenset[str], Optional[tuple[list[Finding], list[ExternalCall]]]]
 # The project's files and the files whose findings are reported, for the workers' early project pass.
 EarlyFor = tuple[list[str], frozenset[str]]
+# What a file's pass without the project took for the project's answers (see `ModuleModel.ask`), with the
+# digest of the bytes analysed and the calls into it from other files it was analysed with.
+Taken = tuple[bytes, Optional[list[ExternalCall]], list[Asked]]
 
 
 def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor], bool]
-                   ) -> tuple[list[Row], dict[str, Early], list[str]]:
+                   ) -> tuple[list[Row], dict[str, Early], list[str], dict[str, Taken]]:
     """Rows for the jobs. With the project (`early_for`, a first pass), files that `inert` says hold
     nothing are not parsed, and with `refine` (a pool worker) the reported files are analysed knowing the
-    project right after their first pass (see `_Workers.project`). Also the files found inert."""
+    project right after their first pass (see `_Workers.project`). Also the files found inert, and what
+    the files the project pass may analyse again took for the project's answers."""
     jobs, settings, early_for, refine = args
     early: dict[str, Early] = {}
     inert_paths: list[str] = []
+    taken: dict[str, Taken] = {}
     packages = _project_packages(early_for[0]) if early_for is not None else frozenset()
 
     def one(path: str, ext: Optional[list[ExternalCall]], data: Optional[bytes]) -> Row:
-        if early_for is None or ext is not None or not path.endswith(".py"):
+        if early_for is None or not path.endswith(".py"):
             return (path, *_analyse_file(path, settings, ext, data))
         if data is None:
             data, _err = _read(path, settings.sources)
             if data is None:
                 return (path, *_analyse_file(path, settings, ext, data))
-        if inert(data, path, packages, settings.trace_decorators):
+        if ext is None and inert(data, path, packages, settings.trace_decorators):
             inert_paths.append(path)
             return (path, [], [], None)
-        if not refine or path not in early_for[1]:
-            return (path, *_analyse_file(path, settings, ext, data))
-        with sharing_parses():  # (the project pass below analyses the same tree again)
-            found, calls, err = _analyse_file(path, settings, None, data)
-            if err is None and data is not None and project_needs(found) == "all":
+        asked: list[Asked] = []
+        early_pass = refine and ext is None and path in early_for[1]
+        with sharing_parses() if early_pass else contextlib.nullcontext():  # (the project pass below
+            found, calls, err = _analyse_file(path, settings, ext, data, asked)  # analyses the same tree again)
+            if err is not None or not found and not any(c.kind in ("key", "global") for c in calls):
+                return (path, found, calls, err)  # (nothing the project pass would look at again)
+            asked = compact(asked)
+            taken[path] = (hashlib.sha256(data).digest(), ext, asked)
+            if early_pass and project_needs(found) == "all":
                 asking = frozenset(f.name for f in found)
-                out = _refine((path, data, None, asking, False), _worker_index(early_for[0]), settings)
-                early[path] = (hashlib.sha256(data).digest(), asking, out)
+                out = _refine((path, data, None, asking, False, asked), _worker_index(early_for[0]), settings)
+                early[path] = (taken[path][0], asking, (found, calls) if out == SAME else out)
         return (path, found, calls, err)
 
     rows = with_deep_stack(lambda: [one(p, ext, data) for p, ext, data in jobs])
-    return rows, early, inert_paths
+    return rows, early, inert_paths, taken
 
 
 # What a process keeps about the project it was last given (a pool worker, between the chunks it is handed):
@@ -809,6 +828,9 @@ class _Workers:
         # Files the first pass found `inert`: their empty rows are not cached, since whether a file is inert
         # depends on the project's other files (the packages it may import), which the cache key leaves out.
         self.inert: set[str] = set()
+        # What each file's last pass (with findings) took for the project's answers: where the project
+        # answers the same, its project pass would find the same (see `_refine`).
+        self.taken: dict[str, Taken] = {}
 
     def __enter__(self) -> "_Workers":
         return self
@@ -842,6 +864,7 @@ class _Workers:
                     hit = self.cache.get(keys[i], path)
                     if hit is not None:
                         rows[i] = (path, hit[0], hit[1], None)
+                        self.taken.pop(path, None)  # (not known of a row read back)
                         continue
             todo.append(i)
             jobs.append((path, ext, data))
@@ -860,7 +883,8 @@ class _Workers:
                 sizes.append(0)
         jobs = self.jobs or auto_jobs(sum(sizes))  # 0 (auto): decided per batch until a pool exists
         if jobs == 1 or len(items) < (2 if self.pool is not None else 2 * jobs):
-            rows, _early, inert_paths = _analyse_chunk((items, self.settings, self.project, False))
+            rows, _early, inert_paths, taken = _analyse_chunk((items, self.settings, self.project, False))
+            self._took(rows, taken)
             self.inert.update(inert_paths)
             return rows
         if self.pool is None:
@@ -888,12 +912,19 @@ class _Workers:
         rows: list[Optional[Row]] = [None] * len(items)
         done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings, self.project, True)
                                               for chunk in chunks])
-        for chunk, (chunk_rows, early, inert_paths) in zip(chunks, done):
+        for chunk, (chunk_rows, early, inert_paths, taken) in zip(chunks, done):
             for i, row in zip(chunk, chunk_rows):
                 rows[i] = row
+            self._took(chunk_rows, taken)
             self.early.update(early)
             self.inert.update(inert_paths)
         return rows  # type: ignore[return-value]
+
+    def _took(self, rows: list[Row], taken: dict[str, Taken]) -> None:
+        """Keep what the files just analysed took for the project's answers (forget an earlier pass's)."""
+        for path, *_ in rows:
+            self.taken.pop(path, None)
+        self.taken.update(taken)
 
 
 def analyse_files(files: list[str], settings: Settings, workers: Optional[_Workers] = None
@@ -1063,6 +1094,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
     pending = [p for p in files if p.endswith(".py")]
     reported = set(pending)
     early = workers.early if workers is not None else {}
+    taken = workers.taken if workers is not None else {}
     for round_ in range(3):
         dropped: dict[str, list[ExternalCall]] = {}  # what a file's traced code calls, known the project
         todo: list[Refine] = []
@@ -1088,12 +1120,14 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                     results[path] = (hit[0], calls)
                     dropped[path] = hit[1]
                     continue
-            todo.append((path, data, external, frozenset(f.name for f in found), need == "keys"))
+            took = taken.get(path)
+            asked = took[2] if took is not None and took[:2] == (hashlib.sha256(data).digest(), external) else None
+            todo.append((path, data, external, frozenset(f.name for f in found), need == "keys", asked))
             keys.append(key)
         # Analysed so already by a worker, right after its first pass (see `_Workers.project`): the same
         # bytes, no calls into it from other files, the same findings asked about.
-        done: dict[int, Optional[tuple[list[Finding], list[ExternalCall]]]] = {}
-        for i, (path, data, external, asking, keys_only) in enumerate(todo):
+        done: dict[int, Optional[tuple[list[Finding], list[ExternalCall]] | str]] = {}
+        for i, (path, data, external, asking, keys_only, _asked) in enumerate(todo):
             got = early.get(path) if round_ == 0 and external is None and not keys_only else None
             if got is not None and got[:2] == (hashlib.sha256(data).digest(), asking):
                 done[i] = got[2]
@@ -1107,7 +1141,7 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             out = done[i]
             if out is None:
                 continue
-            refined, refined_calls = out
+            refined, refined_calls = results[path] if out == SAME else out
             results[path] = (refined, results[path][1])
             dropped[path] = refined_calls
             if cache is not None and key is not None:
@@ -1122,25 +1156,38 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
             data, _err = _read(path, settings.sources)
             if data is None:
                 continue
-            found, calls, err = _analyse_file(path, settings, list(seeds.get(path, {}).values()) or None, data)
+            external = list(seeds.get(path, {}).values()) or None
+            asked = []
+            found, calls, err = _analyse_file(path, settings, external, data, asked)
+            taken.pop(path, None)
             if err is None:  # (an internal error keeps what the first pass found)
                 results[path] = (found, calls)
+                taken[path] = (hashlib.sha256(data).digest(), external, compact(asked))
 
 
 # A file to analyse again knowing the project: its path, the bytes analysed, the calls into it from
-# other files, the rules its first pass found (what the project is asked about), and whether only the
-# key-consuming functions of the project bear on them (see project.project_needs).
-Refine = tuple[str, bytes, Optional[list[ExternalCall]], frozenset[str], bool]
+# other files, the rules its first pass found (what the project is asked about), whether only the
+# key-consuming functions of the project bear on them (see project.project_needs), and what the pass
+# without the project took for its answers, when known (see `ModuleModel.ask`).
+Refine = tuple[str, bytes, Optional[list[ExternalCall]], frozenset[str], bool, Optional[list[Asked]]]
+
+# What `_refine` gives for a file whose pass knowing the project would find what the pass without it found.
+SAME = "same"
 
 
 def _refine(item: Refine, index: ProjectIndex, settings: Settings
-            ) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
+            ) -> Optional[tuple[list[Finding], list[ExternalCall]] | str]:
     """A file's findings and calls into other files, analysed knowing the project (None: nothing the
-    project says bears on it, or the file is nested too deeply)."""
-    path, data, external, asking, keys_only = item
+    project says bears on it, or the file is nested too deeply). SAME, without analysing the file again,
+    when the project answers every question the pass without it asked as that pass took it: the pass
+    knowing the project would take the same path to the same findings and calls (those it hands the
+    project's key questions aside, which the project pass asks of the project itself)."""
+    path, data, external, asking, keys_only, asked = item
     project = index.for_file(path, data, asking, keys_only)
     if project is None:
         return None
+    if asked is not None and replay(project, asked):
+        return SAME
     try:
         found, calls = with_deep_stack(lambda: analyse(
             data, path, codes_for(path, settings), settings.trace_decorators, external, project))
@@ -1151,7 +1198,8 @@ def _refine(item: Refine, index: ProjectIndex, settings: Settings
     return found, calls
 
 
-def _refine_in_worker(args: tuple[Refine, list[str], Settings]) -> Optional[tuple[list[Finding], list[ExternalCall]]]:
+def _refine_in_worker(args: tuple[Refine, list[str], Settings]
+                      ) -> Optional[tuple[list[Finding], list[ExternalCall]] | str]:
     """`_refine` in a pool worker, with an index of the project the worker keeps while it is the same
     project (the modules one file's pass models are often the next file's imports)."""
     item, project, settings = args

@@ -605,6 +605,12 @@ class ProjectIndex:
         known = self._static_answers.get(name)
         if known is None:
             files = [f for f in self._declaring_files() if name in self._declared_in(f[1], f[2])]
+            # The answer does not depend on the order the files are read in (a leaf anywhere makes it False,
+            # else a static field anywhere True), but the cost does: files that plainly declare the name a
+            # field come first, since one declaring it a leaf ends the search before the files that only may
+            # (a parameter `name: bool = False,`, an attribute read in a flatten file) are modelled.
+            plain = _plain_declaration(name)
+            files.sort(key=lambda f: plain.search(f[2]) is None)
             read: list[tuple[str, str, bytes]] = []
             known = False
             for f in files:  # (a file declaring it a leaf settles the answer: the rest are not modelled)
@@ -904,6 +910,16 @@ def _declared(text: bytes) -> frozenset[str]:
     if _FLATTENS.search(text):
         names.update(_ATTRIBUTE_READ.findall(decoded))
     return frozenset(names)
+
+
+def _plain_declaration(name: str) -> "re.Pattern[bytes]":
+    """A search for a plain declaration of a field `name` in a file's text: an annotated statement on a line
+    of its own that is no parameter of a signature written one per line (`name: bool`, not `name: bool =
+    None,` nor the last one before the `)`), or a store on the instance (`self.name = ...`). (A whole string,
+    `meta_fields=["name"]`, is as often a dictionary's key.)"""
+    word = re.escape(name.encode())
+    return re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)(?![^\n]*\n[ \t]*\))"
+                      rb"|\b(?:self|cls)[ \t]*\.[ \t]*" + word + rb"[ \t]*=(?!=)", re.M)
 
 
 # The ways `_declared` reads a name (lookaheads, not consumed, so that `a: b = 0` yields both names).

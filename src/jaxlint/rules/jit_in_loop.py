@@ -1088,8 +1088,8 @@ class JitInLoop(Rule):
                 # `self.train(...)` in a method of the class runs this method; `vtr.train(...)`, the receiver's
                 # class unknown, runs it only if no other project file defines a `train`
                 hit = isinstance(func, cst.Attribute) and func.attr.value == fn.name and (
-                    _on_own_instance(func, fn, scope, where) or model.project is None
-                    or not model.project.defined_elsewhere(fn.name))
+                    _on_own_instance(func, fn, scope, where)
+                    or not model.ask("defined_elsewhere", fn.name, absent=False))
             else:
                 ref = model.resolve_callable(func, scope) if isinstance(func, cst.Name) else None
                 hit = ref is not None and ref.fn is fn

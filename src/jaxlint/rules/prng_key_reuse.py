@@ -211,16 +211,15 @@ class PrngKeyReuse(Rule):
                     return
                 # `utils.sample_noise(key, shape)`: a function of another project file that consumes it
                 model = self._where.model
-                if model.project is None:
-                    for qual, key in imported_handoffs(call, model, self._scope, self._sure_keys(state)):
-                        self._hand_off(qual, key, state, loop_names)
-                    return
                 for key in consumed_elsewhere(call, model, self._scope):
                     self._consume_key(call, key, code_of(call.func), state, loop_names, root)
+                if model.alone:  # (what is handed on shows only in the calls to ask the project about)
+                    for qual, key in imported_handoffs(call, model, self._scope, self._sure_keys(state)):
+                        self._hand_off(qual, key, state, loop_names)
                 return
             if id(callee[0]) not in self._consumers():
                 model = self._where.model
-                hands = param_handoffs(callee[0], model) if model.project is None else {}
+                hands = param_handoffs(callee[0], model) if model.alone else {}  # (as above)
                 if hands:  # `get_batch(cfg, key)`, a function of this module handing `key` to the project's
                     sure = self._sure_keys(state)
                     for param, key in handed(call, signature(callee[0]), callee[1], refs=True):

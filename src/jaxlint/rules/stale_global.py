@@ -321,11 +321,14 @@ class StaleGlobal(Rule):
         """A module-level function (a setter, a reader) that this module never mentions and no other file
         of the project does either (only known in a project run: alone, a file's function may be called
         from anywhere)."""
-        if setter.parent is not model.root or model.root.defs.get(setter.name) is not setter or model.project is None:
+        if setter.parent is not model.root or model.root.defs.get(setter.name) is not setter:
+            return False
+        if model.alone:  # (so does the project's pass decide, when another file mentions it)
+            model.ask("mentioned_elsewhere", setter.name, absent=True)
             return False
         if self._module_uses(model).refs.get(setter.name):
             return False
-        return not model.project.mentioned_elsewhere(setter.name)
+        return not model.ask("mentioned_elsewhere", setter.name, absent=True)
 
     def _fills_placeholder(self, name: str, other: FunctionInfo, model: ModuleModel) -> bool:
         """`_table = None` (or an empty array or container) at module level, filled by a loader that takes
@@ -335,17 +338,21 @@ class StaleGlobal(Rule):
         later run of the loader loads the same again. (A setter given the value to bind, `use(name)`, can
         bind another at any time.)"""
         module_values = model.root.assigned.get(name, [])
-        if model.project is None or other.params or other.parent is not model.root \
+        if other.params or other.parent is not model.root \
                 or model.root.defs.get(other.name) is not other \
                 or not module_values or not all(_placeholder(v) for v in module_values) \
                 or any(loop is not None for loop in other.bind_loops.get(name, [])):
             return False
         if any(f is not other and name in f.declared_global and name in f.bind_order for f in model.functions):
             return False
+        if model.alone:  # (so does the project's pass decide, when another file calls the loader in a loop)
+            model.ask("loop_calls_elsewhere", other.name, absent=[True])
+            return False
         runs = self._module_uses(model).uses(other.name)
         if runs is None or runs.lasting:
             return False
-        return not any(s.loop is not None for s in runs.sites) and not any(model.project.loop_calls_elsewhere(other.name))
+        return not any(s.loop is not None for s in runs.sites) \
+            and not any(model.ask("loop_calls_elsewhere", other.name, absent=[True]))
 
     def _set_once_before_use(self, name: str, other: FunctionInfo, fn: FunctionInfo, model: ModuleModel) -> bool:
         """Whether `other` (a setter with `global name`) runs at most once, from straight-line module code,

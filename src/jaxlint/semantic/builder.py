@@ -466,9 +466,9 @@ class _Builder:
         if holds:
             return frozenset()
         kind = self.guard_helpers.get(e.func.value) if isinstance(e.func, cst.Name) else None
-        if kind is None and self.m.project is not None:
+        if kind is None:
             qual = self.m.resolve(e.func, scope)  # (a helper imported from another file of the project)
-            kind = self.m.project.guard_helper(qual) if qual is not None else None
+            kind = self.m.ask("guard_helper", qual, absent=None) if qual is not None else None
         if kind is None:
             return frozenset()
         if kind == "tracing":
@@ -837,7 +837,7 @@ def _metaclass(model: "ModuleModel", node: cst.ClassDef, scope: Scope) -> Option
         local = model.root.classes.get(name)
         if local is not None:
             return local
-        return model.project.lookup(name) if model.project is not None and "." in name else None
+        return model.ask("lookup", name, absent=None) if "." in name else None
     return None
 
 
@@ -889,7 +889,7 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
     _read_registering_hooks(model, cls)
     for b in cls.bases:  # a subclass of a registered pytree class (of this module or the project) is one too
         base = model.root.classes.get(b)
-        facts = model.project.lookup(b) if base is None and model.project is not None else None
+        facts = model.ask("lookup", b, absent=None) if base is None else None
         if base is not None and base is not cls and base.container or facts is not None and facts.container:
             cls.container = True
         if base is not None and base is not cls:
@@ -901,7 +901,7 @@ def _read_class_fields(model: "ModuleModel", cls: ClassInfo, node: cst.ClassDef,
             cls.pytree = True
             cls.fields |= base.fields
             cls.static_fields |= base.static_fields
-        elif base is None and model.project is not None:
+        elif base is None:
             if facts is not None and (facts.pytree or facts.registers_subclasses):
                 cls.pytree = True
                 cls.fields |= facts.fields

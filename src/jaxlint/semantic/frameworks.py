@@ -82,8 +82,8 @@ class Frameworks:
                 local = self.m.root.classes.get(base)
                 if found is None and local is not None and local is not cls:
                     found = self.kind(local)
-                elif found is None and local is None and "." in base and self.m.project is not None:
-                    facts = self.m.project.lookup(base)  # `class JaxMoE(JaxModule)`, the base in another file
+                elif found is None and local is None and "." in base:
+                    facts = self.m.ask("lookup", base, absent=None)  # `class JaxMoE(JaxModule)`, the base in another file
                     found = facts.module_kind if facts is not None else None
                 if found:
                     break

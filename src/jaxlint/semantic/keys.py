@@ -82,16 +82,16 @@ def _library(qual: str) -> bool:
 def _consumed_elsewhere(call: cst.Call, model: "ModuleModel", scope: "Scope") -> list[ConsumedParam]:
     """The parameters a function of another project file consumes, from the project's summaries (none
     without them, or when the call runs no such function)."""
-    qual = model.resolve(call.func, scope) if model.project is not None else None
-    if not _project_function(qual, model):
+    qual = model.resolve(call.func, scope)
+    if not _project_function(qual):
         return []
-    return list(model.project.key_params(qual) or ())  # type: ignore[union-attr,arg-type]
+    return list(model.ask("key_params", qual, absent=None) or ())
 
 
-def _project_function(qual: Optional[str], model: "ModuleModel") -> bool:
+def _project_function(qual: Optional[str]) -> bool:
     """Whether a resolved callee may be a function of another project file, which the project's summaries
-    tell about (there are summaries, and it is no library's)."""
-    return model.project is not None and bool(qual) and not _library(qual)  # type: ignore[arg-type]
+    tell about (it is no library's)."""
+    return bool(qual) and not _library(qual)  # type: ignore[arg-type]
 
 
 # Per function of a module: the key parameters it samples from or splits itself; the calls that hand a
@@ -132,7 +132,7 @@ def _key_plans(model: "ModuleModel") -> tuple[dict[int, KeyPlan], dict[tuple[int
                 continue
             ref = model.callee(call, fn)
             if ref is None:  # `utils.sample_noise(key, shape)` of another project file
-                if _project_function(q, model):
+                if _project_function(q):
                     elsewhere.append((q, call, tuple(model.call_guards.get(id(call), ()))))
                 continue
             hands = [(param, name) for param, name in handed(call, signature(ref.fn), ref.offset) if name in params]
@@ -166,13 +166,14 @@ def _note(conditions: dict[tuple[int, str], frozenset[str]], fn: FunctionInfo, n
     conditions[key] = conditions[key] & needed if key in conditions else needed
 
 
-def _resolve_elsewhere(elsewhere: list[Elsewhere], params: set[str], project: Any,
+def _resolve_elsewhere(elsewhere: list[Elsewhere], params: set[str],
+                       key_params: Callable[[str], Optional[tuple[ConsumedParam, ...]]],
                        note: Optional[Callable[[str, tuple[str, ...]], None]] = None) -> set[str]:
     """The parameters among `params` that a function's calls into other project files consume, from the
-    project's summaries (each noted with the call's guards, when `note` is given)."""
+    project's summaries (`key_params`; each noted with the call's guards, when `note` is given)."""
     found: set[str] = set()
     for qual, call, guards in elsewhere:
-        for _param, name in handed(call, list(project.key_params(qual) or ()), 0):
+        for _param, name in handed(call, list(key_params(qual) or ()), 0):
             if name in params:
                 found.add(name)
                 if note is not None:
@@ -222,7 +223,8 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
         if plan[2]:
             switches, optional = _flags(fn)
             note = functools.partial(_note, conditions, fn, switches=switches, optional=optional)
-            direct[id(fn)] |= _resolve_elsewhere(plan[2], _params(fn), model.project, note)
+            direct[id(fn)] |= _resolve_elsewhere(plan[2], _params(fn), functools.partial(model.ask, "key_params", absent=None),
+                                                 note)
     model.__dict__["_key_conditions"] = {k: v for k, v in conditions.items() if v}
     out = _solve(plans, direct)
     model.__dict__["_key_consumers"] = out
@@ -241,7 +243,8 @@ class KeyTable:
         self._plans, _conditions = _key_plans(model)
         self._params = {id(fn): _params(fn) for fn in model.functions if id(fn) in self._plans}
         self._defs = {name: (id(fn), signature(fn)) for name, fn in model.root.defs.items() if id(fn) in self._plans}
-        self._project = model.project
+        project = model.project_classes()  # (None: the module imports nothing of the project)
+        self._key_params = project.key_params if project is not None else lambda qual: None
         self._answers: dict[str, tuple[ConsumedParam, ...]] = {}
 
     def get(self, name: str) -> Optional[tuple[ConsumedParam, ...]]:
@@ -265,7 +268,7 @@ class KeyTable:
                     reach.add(callee_id)
                     todo.append(callee_id)
         plans = {f: self._plans[f] for f in reach}
-        direct = {f: plan[0] | (_resolve_elsewhere(plan[2], self._params[f], self._project) if plan[2] else set())
+        direct = {f: plan[0] | (_resolve_elsewhere(plan[2], self._params[f], self._key_params) if plan[2] else set())
                   for f, plan in plans.items()}
         consumed = _solve(plans, direct).get(fid)
         return tuple((p, i) for p, i in sig if p in consumed) if consumed else ()

@@ -10,7 +10,7 @@ import copy
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -37,8 +37,8 @@ from ..syntax import (
 from .builder import _REGISTER_CALLS, _Builder, _array_test, _field_is_static, _flatten_aux, _register_options, flag_tests, guard_helper, tracer_test
 from .frameworks import Frameworks
 from .scopes import (
-    CallableRef, ClassFacts, ClassInfo, DIFFERENTIATING, FunctionInfo, LoopInfo, ProjectClasses, Record, Scope,
-    dead_branch,
+    NO_ANSWER, Asked, CallableRef, ClassFacts, ClassInfo, DIFFERENTIATING, FunctionInfo, LoopInfo, ProjectClasses,
+    Record, Scope, dead_branch,
 )
 from .refs import pallas_refs
 from .traced import ArgInfo, _Tracer, ExternalCall, static_param_names
@@ -65,7 +65,9 @@ class ModuleModel:
                  project: Optional[ProjectClasses] = None, trace: bool = True) -> None:
         self.module = module
         self.path = path
-        self.project = project
+        self._project = project
+        # What this pass took for the answers of the project it was not given (see `ask`).
+        self.asked: list[Asked] = []
         self.transforms = dict(TRANSFORMS)
         if extra_transforms:
             self.transforms.update(extra_transforms)
@@ -112,6 +114,31 @@ class ModuleModel:
         self._register_classes()
         if trace:  # the project index asks for class facts and summaries only: which code is traced is not needed
             _Tracer(self).run(external or [])
+
+    # ---- the project --------------------------------------------------------------------------
+
+    def ask(self, question: str, *args: Any, absent: Any) -> Any:
+        """What the project's other files answer to `question` (a `ProjectClasses` field) about `args`, or,
+        in a pass without them, `absent`: what the module takes instead at the place asking. Such a pass
+        records the question with that answer (`asked`): the project's pass of the same file, given the
+        same answers to all of them, follows the same path to the same findings, so it need not run (see
+        `replay`). A place whose decision rests on whether the project is known at all, rather than on an
+        answer, records what makes the project's pass decide the same (see `alone`)."""
+        if self._project is None:
+            self.asked.append((question, args, absent))
+            return absent
+        return getattr(self._project, question)(*args)
+
+    @property
+    def alone(self) -> bool:
+        """Whether the file is analysed without the project's other files (not recorded: a place asking
+        this records, through `ask`, the answer that makes the project's pass decide as it does, or
+        decides nothing the findings or followed calls show)."""
+        return self._project is None
+
+    def project_classes(self) -> Optional[ProjectClasses]:
+        """The project's other files as given (for the summaries the project index keeps of this module)."""
+        return self._project
 
     # ---- names ------------------------------------------------------------------------------
 
@@ -346,7 +373,7 @@ class ModuleModel:
                 for name, f in self.root.defs.items():
                     uses = refs.get(name, [])
                     if uses and all(r in dead_refs for r in uses) and not exported \
-                            and (self.project is None or not self.project.mentioned_elsewhere(name)):
+                            and not self.ask("mentioned_elsewhere", name, absent=False):
                         self._dead_defs.add(id(f))
         top = fn
         while top.parent is not None and top.parent is not self.root and isinstance(top.parent, FunctionInfo):
@@ -428,7 +455,7 @@ class ModuleModel:
             for f in self.functions:
                 if f.is_method and f.params and isinstance(f.node, cst.FunctionDef) and f.parent is f.cls:
                     mentions -= self._written_first(f, attr)
-            known[attr] = not mentions and self.project is not None and not self.project.attribute_elsewhere(attr)
+            known[attr] = not mentions and not self.ask("attribute_elsewhere", attr, absent=True)
         return known[attr]
 
     @staticmethod
@@ -476,7 +503,7 @@ class ModuleModel:
             return False  # read (or stored again) somewhere in this module
         if attr.startswith("_") and fn.cls is not None and not [b for b in fn.cls.bases if b != "object"]:
             return True  # private to a class with no base that could call it (`_update` declared by a base)
-        return self.project is not None and not self.project.mentioned_elsewhere(attr)
+        return not self.ask("mentioned_elsewhere", attr, absent=True)
 
     def python_container(self, value: cst.BaseExpression, scope: Scope, _busy: Optional[set] = None) -> bool:
         """Whether an expression holds a Python list or dict: a display or comprehension, a name every binding
@@ -548,7 +575,7 @@ class ModuleModel:
         if cls is None and fn is not None and attr in MJX_SIZE_ATTRIBUTES and MJX_PACKAGES & self.imported_packages() \
                 and self._annotation_of(e.value, fn) is None and not self._stores_attribute(attr):
             return True  # `mjx_model.nu` of a model handed along unannotated, in a module simulating with MJX
-        if cls is None and fn is not None and self.project is not None:
+        if cls is None and fn is not None:
             facts = self._project_class_of(e.value, fn)
             if facts is not None:
                 return attr in facts.static_properties
@@ -565,7 +592,7 @@ class ModuleModel:
                     isinstance(t, cst.Attribute) and t.attr.value == attr
                     for f in self.functions if not self._plain_object_method(f) for t, _v, _h in f.events) and (
                     all(self._static_prop(f) for f in props) if props
-                    else self.project is not None and self.project.static_property(attr))
+                    else self.ask("static_property", attr, absent=False))
             return known[attr]
         prop = cls.defs.get(attr)
         if prop is None and attr not in cls.field_types:  # a property inherited from a base in another file
@@ -596,7 +623,7 @@ class ModuleModel:
 
     def inherited_facts(self, cls: ClassInfo, depth: int = 0) -> list[ClassFacts]:
         """What other project files say about the bases of a class of this module (through its bases here)."""
-        if self.project is None or depth > 8:
+        if depth > 8:
             return []
         out: list[ClassFacts] = []
         for b in cls.bases:
@@ -604,7 +631,7 @@ class ModuleModel:
             if local is not None and local is not cls:
                 out += self.inherited_facts(local, depth + 1)
             elif "." in b and not b.startswith("builtins."):
-                facts = self.project.lookup(b)
+                facts = self.ask("lookup", b, absent=None)
                 if facts is not None:
                     out.append(facts)
         return out
@@ -621,7 +648,7 @@ class ModuleModel:
                     for d in fn.node.decorators) for fn in cls.defs.values()):
             return False
         here = [c.pytree for c in self.root.classes.values() if c is not cls and cls.name in c.bases]
-        elsewhere = [f.pytree for f in self.project.subclasses(cls.name)] if self.project is not None else []
+        elsewhere = [f.pytree for f in self.ask("subclasses", cls.name, absent=[])]
         return bool(here + elsewhere) and all(here + elsewhere)
 
     def opaque_base(self, cls: ClassInfo) -> bool:
@@ -647,11 +674,14 @@ class ModuleModel:
                 head = b.split(".")[0]
                 if head in sys.stdlib_module_names or head in _KNOWN_PACKAGES:
                     continue
-                if self.project is None:
+                if self.alone:
                     if b.startswith(".") or self._beside(head):
-                        continue  # a module of the project, maybe: the project's run, which can look, decides
+                        # a module of the project, maybe: the project's run, which can look, decides (the
+                        # same when it knows no class of that name: None, an opaque base)
+                        self.ask("lookup", b, absent=NO_ANSWER)
+                        continue
                     return True
-                facts = self.project.lookup(b)
+                facts = self.ask("lookup", b, absent=None)
                 if facts is None or opaque(facts.bases, depth + 1):
                     return True
             return False
@@ -920,7 +950,7 @@ class ModuleModel:
     def _facts_named(self, expr: cst.BaseExpression, scope: Scope) -> Optional[ClassFacts]:
         """What the project says of the class of another file an expression names (through the imports)."""
         qual = self.resolve(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
-        return self.project.lookup(qual) if qual is not None and "." in qual and self.project is not None else None
+        return self.ask("lookup", qual, absent=None) if qual is not None and "." in qual else None
 
     def identity_instance(self, value: cst.BaseExpression, scope: Scope) -> bool:
         """Whether an expression makes a new instance of a class that compares by identity (a constructor
@@ -1023,9 +1053,9 @@ class ModuleModel:
         qual = self.resolve(head, scope) if isinstance(head, (cst.Name, cst.Attribute)) else None
         if qual in CONTAINER_ALIASES:
             return True
-        if qual is None or self.project is None or "." not in qual or qual.startswith("builtins."):
+        if qual is None or "." not in qual or qual.startswith("builtins."):
             return False
-        facts = self.project.lookup(qual)
+        facts = self.ask("lookup", qual, absent=None)
         return facts is not None and facts.container
 
     def _method_classes(self, cls: ClassInfo) -> dict[str, str]:
@@ -1196,7 +1226,7 @@ class ModuleModel:
         found = {}
         for name, values in self.root.assigned.items():
             if len(values) == 1 and isinstance(values[0], cst.Integer) and self.bound_once(name) \
-                    and self.project is not None and not self.project.set_elsewhere(name):
+                    and not self.ask("set_elsewhere", name, absent=True):
                 found[name] = int(values[0].value, 0)
         return found
 
@@ -1210,7 +1240,7 @@ class ModuleModel:
         owner = self.owner_of(e.value, scope)
         if owner is self.root and e.value in self.root.imports and e.value not in self.root.assigned:
             qual = self.resolve(e, scope)
-            return self.project.int_constant(qual) if qual is not None and self.project is not None else None
+            return self.ask("int_constant", qual, absent=None) if qual is not None else None
         if owner is None or (owner is self.root and not self.bound_once(e.value)):
             return None
         values = owner.assigned.get(e.value, [])
@@ -1240,7 +1270,7 @@ class ModuleModel:
         qual = self.resolve(ann, scope)
         if qual in _LIBRARY_NUMPY_ALIASES or qual in _NUMPY_ARRAYS:
             return True  # `chex.Array` is a union with `np.ndarray` in it; `np.ndarray` is NumPy's own
-        return qual is not None and self.project is not None and self.project.numpy_alias(qual)
+        return qual is not None and self.ask("numpy_alias", qual, absent=False)
 
     def python_parameters(self) -> dict[str, tuple[tuple[str, Optional[int]], ...]]:
         """Module-level functions with parameters declared Python values (see `declared_python_params`):
@@ -1272,8 +1302,8 @@ class ModuleModel:
             params = [(p.name, p.index - ref.offset if p.index is not None else None)
                       for p in ref.fn.params if p.name in names]
         else:
-            qual = self.resolve(func, scope) if self.project is not None else None
-            params = list(self.project.python_params(qual) or ()) if qual is not None else []  # type: ignore[union-attr]
+            qual = self.resolve(func, scope)
+            params = list(self.ask("python_params", qual, absent=None) or ()) if qual is not None else []
         if not params:
             return []
         return args_at(call, tuple(i for _, i in params if i is not None and i >= 0), tuple(n for n, _ in params))
@@ -1315,7 +1345,7 @@ class ModuleModel:
             return isinstance(ref.fn.node, cst.FunctionDef) and (
                 returns_container(ref.fn.node) or self._returns_container_names(ref.fn))
         qual = self.resolve(call.func, scope)
-        return qual is not None and self.project is not None and self.project.container_return(qual)
+        return qual is not None and self.ask("container_return", qual, absent=False)
 
     def _returns_container_names(self, fn: FunctionInfo) -> bool:
         """A function every `return` of which gives None or a local name bound only to a Python container:
@@ -1442,18 +1472,18 @@ class ModuleModel:
             return all(attr in f.static_fields for f in facts)
         if attr in self.static_field_names:
             return True
-        return None if self.project is not None and attr not in self._data_field_names else False
+        return None if attr not in self._data_field_names else False
 
     def project_static_name(self, attr: str) -> bool:
         """Whether some pytree class of the project's other files declares an attribute of this name static
         (`cache.time_axis`, the class of `cache` unknown; not when this module's classes make it a leaf)."""
-        return self.project is not None and attr not in self._data_field_names and self.project.static_name(attr)
+        return attr not in self._data_field_names and self.ask("static_name", attr, absent=False)
 
     def _annotated_facts(self, obj: cst.BaseExpression, fn: "FunctionInfo") -> Optional[list[ClassFacts]]:
         """The project's facts of each pytree class of another file a parameter is annotated with (`x: sc.Coo
         | sc.Csr`), where each is known to have fields; a parameter rebound only by calls handing it on
         (`x = sc.as_coo(x, label=...)`, a check that returns it) keeps its annotation."""
-        if not isinstance(obj, cst.Name) or self.project is None:
+        if not isinstance(obj, cst.Name):
             return None
         s: Optional[Scope] = fn
         while isinstance(s, FunctionInfo):
@@ -1619,8 +1649,6 @@ class ModuleModel:
     def _project_class_of(self, expr: cst.BaseExpression, fn: "FunctionInfo") -> Optional[ClassFacts]:
         """What another project file says about the class an annotated parameter or field holds, or a
         local bound to what a method of such a class is annotated to return (`sub = vals.subset(...)`)."""
-        if self.project is None:
-            return None
         qual = self._annotated_qualname(expr, fn)
         if qual is None and isinstance(expr, cst.Name):
             s: Optional[Scope] = fn
@@ -1631,7 +1659,7 @@ class ModuleModel:
                 with self._following(s, expr.value) as free:  # type: ignore[arg-type]
                     receiver = self._project_class_of(value.func.value, s) if free else None  # type: ignore[arg-type]
                 made = receiver.method_classes.get(value.func.attr.value) if receiver is not None else None
-                return self.project.lookup(made) if made is not None else None
+                return self.ask("lookup", made, absent=None) if made is not None else None
         if qual is None and isinstance(expr, cst.Attribute):  # `model.joints`: a field of another file's class
             owner = self._project_class_of(expr.value, fn)
             made = owner.field_classes.get(expr.attr.value) if owner is not None else None
@@ -1640,10 +1668,10 @@ class ModuleModel:
                 if local is not None and expr.attr.value not in local.field_types:
                     made = next((f.field_classes[expr.attr.value] for f in self.inherited_facts(local)
                                  if expr.attr.value in f.field_classes), None)
-            return self.project.lookup(made) if made is not None else None
+            return self.ask("lookup", made, absent=None) if made is not None else None
         if qual is None or qual in self.root.classes:
             return None
-        return self.project.lookup(qual)
+        return self.ask("lookup", qual, absent=None)
 
     def returns_given(self, helper: "FunctionInfo", params: set[str],
                       pytrees: frozenset[str] | set[str] = frozenset(), eager: bool = False) -> Optional[list[bool]]:
@@ -1961,7 +1989,7 @@ class ModuleModel:
         if ref is not None:
             return e.args[0].value.value if _tests_for_tracer(ref.fn) else None
         qual = self.resolve(e.func, scope)
-        if qual is not None and self.project is not None and self.project.guard_helper(qual) in ("tracer", "tracers"):
+        if qual is not None and self.ask("guard_helper", qual, absent=None) in ("tracer", "tracers"):
             return e.args[0].value.value
         return None
 
@@ -1971,8 +1999,7 @@ class ModuleModel:
         fn = self.root.defs.get(qual) if "." not in qual else None
         if fn is not None:
             return _registers(fn, self)
-        return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
-            and self.project.registers(qual)
+        return "." in qual and not qual.startswith(("jax.", "builtins.")) and self.ask("registers", qual, absent=False)
 
     def imported_packages(self) -> frozenset[str]:
         """The top-level packages the module imports (anywhere in it)."""
@@ -1990,7 +2017,7 @@ class ModuleModel:
         if not isinstance(func, cst.Attribute) or call.args:
             return False
         packages = [pkg for pkg, names in STATIC_UNWRAPS.items() if func.attr.value in names]
-        return any(pkg in self.imported_packages() or self.project is not None and self.project.package_imported(pkg)
+        return any(pkg in self.imported_packages() or self.ask("package_imported", pkg, absent=False)
                    for pkg in packages)
 
     def static_wrapper_annotation(self, ann: Optional[cst.BaseExpression], scope: Scope) -> bool:
@@ -2008,8 +2035,8 @@ class ModuleModel:
             return self._field_maker(fn)
         if isinstance(func, cst.Name) and self._partial_field_maker(func.value):
             return True  # `nonpytree_field = partial(flax.struct.field, pytree_node=False)`
-        return self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")) \
-            and self.project.static_field_maker(qual)
+        return "." in qual and not qual.startswith(("jax.", "builtins.")) \
+            and self.ask("static_field_maker", qual, absent=False)
 
     def _partial_field_maker(self, name: str) -> bool:
         """A module-level name bound once to a `functools.partial` of a field declaration that makes it static
@@ -2079,8 +2106,8 @@ class ModuleModel:
         fn = self.root.defs.get(qual) if isinstance(func, cst.Name) and "." not in qual else None
         if fn is not None:
             switch = self.field_switch(fn)
-        elif self.project is not None and "." in qual and not qual.startswith(("jax.", "builtins.")):
-            switch = self.project.field_switch(qual)
+        elif "." in qual and not qual.startswith(("jax.", "builtins.")):
+            switch = self.ask("field_switch", qual, absent=None)
         else:
             return False
         if switch is None:
@@ -2111,7 +2138,7 @@ class ModuleModel:
             return fn is not None and self.owner_of(func.value, scope) is self.root \
                 and func.value in self.plain_functions()
         qual = self.resolve(func, scope) if isinstance(func, (cst.Name, cst.Attribute)) else None
-        return qual is not None and "." in qual and self.project is not None and self.project.plain_function(qual)
+        return qual is not None and "." in qual and self.ask("plain_function", qual, absent=False)
 
     def registering(self) -> frozenset[str]:
         """Module-level functions that register the class they are given as a pytree."""
@@ -2139,7 +2166,7 @@ class ModuleModel:
                     return True
                 continue
             qual = self.resolve(expr, fn.parent or self.root)
-            if qual is not None and self.project is not None and "." in qual and self.project.host_decorator(qual):
+            if qual is not None and "." in qual and self.ask("host_decorator", qual, absent=False):
                 return True
         return False
 
@@ -2237,7 +2264,7 @@ class ModuleModel:
             truth = v.evaluated_value != 0
         else:
             return None
-        if self.project is not None and self.project.set_elsewhere(name):
+        if self.ask("set_elsewhere", name, absent=False):
             return None
         self.constants_trusted.add(name)  # (asked of the project when this file is analysed without it)
         return truth

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import libcst as cst
 
@@ -175,6 +175,55 @@ class ProjectClasses:
     # it hands its wrappers (`Pytree.const(h)`) to files that never import it themselves.
     package_imported: "Callable[[str], bool]" = lambda package: False
 
+
+
+# A question a pass without the project took an answer for (`ModuleModel.ask`): the `ProjectClasses` field,
+# its arguments, the answer taken.
+Asked = tuple[str, tuple, Any]
+
+
+class _NoAnswer:
+    """An answer taken that no answer of the project equals: recorded where the pass without the project
+    decides in a way no answer would make the project's pass decide too."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "NO_ANSWER"
+
+
+NO_ANSWER = _NoAnswer()
+
+
+def compact(asked: list[Asked]) -> list[Asked]:
+    """The questions asked, each with each answer taken once (in the order first asked)."""
+    taken: dict[tuple[str, tuple], list[Any]] = {}
+    out: list[Asked] = []
+    for question, args, answer in asked:
+        seen = taken.setdefault((question, args), [])
+        if not any(t is answer or t == answer for t in seen):
+            seen.append(answer)
+            out.append((question, args, answer))
+    return out
+
+
+def replay(project: ProjectClasses, asked: list[Asked]) -> bool:
+    """Whether the project answers every question a pass without it asked as that pass took it. The
+    analysis asks only what its path so far leads it to ask, so with the same answers the project's pass
+    of the same file takes the same path and finds the same: it need not run. Stops at the first answer
+    that differs (each distinct question is put once)."""
+    seen: dict[tuple[str, tuple], Any] = {}
+    for question, args, taken in asked:
+        key = (question, args)
+        if key not in seen:
+            seen[key] = getattr(project, question)(*args)
+        if not seen[key] == taken:
+            return False
+    return True
 
 @dataclass(eq=False)
 class ClassInfo(Scope):

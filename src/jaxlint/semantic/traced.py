@@ -185,17 +185,20 @@ class _Tracer:
         `solve` eagerly, and the jitted alias never traces it. (Only known in a project run: linted alone,
         a file's alias may be called from anywhere.)"""
         m = self.m
-        if scope is not m.root or m.project is None or "__all__" in m.root.assigned or not call.args \
+        if scope is not m.root or "__all__" in m.root.assigned or not call.args \
                 or call.args[0].keyword is not None or not isinstance(call.args[0].value, cst.Name):
             return False
         aliases = [n for n, values in m.root.assigned.items() if any(v is call for v in values)]
         if len(aliases) != 1 or (m.resolve(call.func, scope) or "") not in m.transforms:
             return False
         alias, wrapped = aliases[0], call.args[0].value.value
+        if m.alone:  # (a pass without the project: so does the project's decide, when another file names it)
+            m.ask("named_elsewhere", alias, absent=True)
+            return False
         reads, calls = name_counts(m.module)
-        if reads.get(alias, 0) != 1 or m.project.named_elsewhere(alias):
+        if reads.get(alias, 0) != 1 or m.ask("named_elsewhere", alias, absent=True):
             return False  # (its one mention is the binding)
-        return calls.get(wrapped, 0) > 0 or m.project.called_by_importer(wrapped)
+        return calls.get(wrapped, 0) > 0 or m.ask("called_by_importer", wrapped, absent=False)
 
     def seed_call(self, call: cst.Call, scope: Scope, site_fn: Optional[FunctionInfo], site_abstract: bool,
                   site_cached: bool = False, outer: Optional[Transform] = None,
@@ -518,7 +521,7 @@ class _Tracer:
             return set()  # bound again to something that may be callable
         if not others and not only_called(scope.node, name):
             return set()
-        if self.m.project is not None and scope is self.m.root and self.m.project.mentioned_elsewhere(name):
+        if scope is self.m.root and self.m.ask("mentioned_elsewhere", name, absent=False):
             return set()
         calls = [c for c, s, _l in self.m.all_calls if isinstance(c.func, cst.Name) and c.func.value == name
                  and self.m.owner_of(name, s) is scope]
@@ -532,7 +535,7 @@ class _Tracer:
         owner = fn.parent or m.root
         if not opened or not fn.decorators or isinstance(owner, ClassInfo) or owner.node is None \
                 or len(owner.bind_order.get(fn.name, [])) > 1 or not only_called(owner.node, fn.name) \
-                or (owner is m.root and m.project is not None and m.project.mentioned_elsewhere(fn.name)):
+                or (owner is m.root and m.ask("mentioned_elsewhere", fn.name, absent=False)):
             return set()
         calls = [c for c, _s, _l in m.all_calls if isinstance(c.func, cst.Name) and c.func.value == fn.name]
         return _left_out_of_all(fn, 0, opened, calls)
@@ -1674,8 +1677,11 @@ def _calls_all_known(fn: FunctionInfo, m: ModuleModel) -> bool:
 
 def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
     owner = fn.parent or m.root
-    if owner is m.root and (m.project is None or "__all__" in m.root.assigned):
-        return False  # (linted alone, or exported: any caller could pass anything)
+    if owner is m.root and "__all__" in m.root.assigned:
+        return False  # (exported: any caller could pass anything)
+    if owner is m.root and m.alone:  # (linted alone: any caller could; so does the project's pass decide,
+        m.ask("named_elsewhere", fn.name, absent=True)  # when another file names it)
+        return False
     if (not isinstance(owner, FunctionInfo) and owner is not m.root) or len(owner.def_history.get(fn.name, [])) > 1:
         return False  # (a method, or a name defined twice)
     index = _call_index(m)
@@ -1717,7 +1723,7 @@ def _find_all_calls(fn: FunctionInfo, m: ModuleModel) -> bool:
         made = sum(1 for other in aliases if other != fn.name) if name == fn.name else 0
         if mentions != used[name] + 1 + made:
             return False
-    if owner is m.root and m.project is not None and m.project.named_elsewhere(fn.name):
+    if owner is m.root and m.ask("named_elsewhere", fn.name, absent=True):
         return False  # another file may call it with anything (asked last: it searches the project's text)
     fn.container_sites.update(sites)
     if len(aliases) == 1 and not used[fn.name] - len(sites):  # called by its name only, never handed on

@@ -176,7 +176,7 @@ class Values:
             qual = self.m.resolve(value.func, self.fn)
             if qual in _FLATTENS:  # `leaves, treedef = tree_flatten(x)`
                 return [self.traced(value), False]
-            static = self.m.project.static_elements(qual) if qual is not None and self.m.project is not None else None
+            static = self.m.ask("static_elements", qual, absent=None) if qual is not None else None
             if static is not None:  # a helper of another file whose summary says which elements are Python values
                 whole = self.traced(value)
                 return [whole and not s for s in static]
@@ -368,8 +368,7 @@ class Values:
                 return False  # `c.n` where `n` is a property returning `self.params.shape[0]`
             if self.m.class_constant(e.attr.value):
                 return False  # `self._props` bound to `("loc", "vel")` in a class body
-            static = self.m.is_static_field(e.value, e.attr.value, self.fn) \
-                if self.m.static_field_names or self.m.project is not None else False
+            static = self.m.is_static_field(e.value, e.attr.value, self.fn)
             if static:
                 return False  # an aux-data field of a registered pytree: a Python value
             # (the project's static names, which read other files, are asked only of a traced attribute)
@@ -737,7 +736,7 @@ class Values:
         returned = self.m.call_returns(e, self)
         if returned is not None:
             return any(returned)  # the helper's summary for these arguments, not a guess from names
-        if qual is not None and self.m.project is not None and self.m.project.static_return(qual):
+        if qual is not None and self.m.ask("static_return", qual, absent=False):
             return False  # a helper of another project file that returns only shape facts
         callee = func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else "")
         if _STATIC_NAME.search(callee) and (qual is None or not qual.startswith(STAGING_MODULES)):
@@ -745,7 +744,7 @@ class Values:
         if isinstance(func, cst.Attribute):
             if func.attr.value in ("keys", "__len__") or func.attr.value in _STR_METHODS:
                 return False  # `k.startswith("w")`: arrays have no such method, the receiver is a string
-            if self.m.project is not None and self.m.project.static_method(func.attr.value):
+            if self.m.ask("static_method", func.attr.value, absent=False):
                 return False  # every method of this name in the project returns a shape fact
             if self.m.static_unwrap(e):
                 return False  # genjax's `Const.unwrap()`: a Python value kept in the treedef
