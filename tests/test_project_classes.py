@@ -350,3 +350,46 @@ def test_a_key_question_follows_only_the_function_asked_about(tmp_path: Path) ->
     assert project.key_params("pkg.ops.noisy") == (("key", 0),)  # through `_inner`, then draw.py
     assert project.key_params("pkg.ops.plain") is None
     assert sorted(Path(p).name for p in index.modelled_for_keys) == ["draw.py", "ops.py"]  # mix.py: not asked
+
+
+def test_a_static_name_is_sought_first_where_a_file_plainly_declares_it(tmp_path: Path) -> None:
+    """The files that only may declare a name (a parameter `mode: str = "a",`, an attribute read in a file
+    defining a flatten function) are modelled after those declaring it plainly (`mode: str` in a class
+    body): one declaring it a leaf settles the answer, and the others are not modelled at all."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    write(tmp_path, "a_config.py", "import flax.struct\n\n\nclass Config(flax.struct.PyTreeNode):\n"
+          "    tag: str = flax.struct.field(pytree_node=False)\n\n\n"
+          "def build(\n    mode: str = 'a',\n    size: int = 1,\n):\n    return mode, size\n")
+    write(tmp_path, "b_tree.py", "import jax\n\n\ndef flatten(x):\n    return (x.mode,), None\n\n\n"
+          "jax.tree_util.register_pytree_node(object, flatten, None)\n")
+    write(tmp_path, "c_state.py", "import flax.struct\n\n\nclass State(flax.struct.PyTreeNode):\n    mode: int\n"
+          "    name: str = flax.struct.field(pytree_node=False)\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    assert not index.static_name("mode")  # a leaf of `State`
+    # (c_state.py, modelled first, imports nothing of the project: whether the project declares any static
+    # name is asked for its model, which reads the other declaring files, but only after it)
+    assert Path(index.modelled[0]).name == "c_state.py"
+
+
+def test_only_files_defining_a_method_of_that_name_are_modelled_for_it(tmp_path: Path) -> None:
+    """Whether every method `n` of the project returns a Python value: a file whose `def n(` starts a line
+    defines a module-level function, no method, and is not modelled to find out."""
+    from project_files import write
+
+    from jaxlint.api import module_name
+    from jaxlint.project import ProjectIndex
+
+    write(tmp_path, "a_free.py", "def count(x):\n    return x.sum()\n")
+    write(tmp_path, "b_grid.py", "class Grid:\n    def __init__(self, cells):\n        self.cells = cells\n\n"
+          "    @property\n    def count(self):\n        return self.cells.shape[0]\n")
+    files = [str(p) for p in sorted(tmp_path.rglob("*.py"))]
+    index = ProjectIndex(files, module_name)
+    assert index.static_method("count")
+    assert [Path(p).name for p in index._plain_models] == ["b_grid.py"]
+    paths, props = index._def_index()["count"]
+    assert [Path(p).name for p in paths] == ["a_free.py", "b_grid.py"] and props == 1

@@ -11,7 +11,7 @@ import pytest
 
 from jaxlint.api import SAME, Settings, _analyse_file, _refine, analyse, codes_for, discover, module_name
 from jaxlint.project import ProjectIndex, project_needs
-from jaxlint.semantic.scopes import NO_ANSWER, ProjectClasses, compact, replay
+from jaxlint.semantic import NO_ANSWER, ProjectClasses, compact, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = sorted(p for p in (ROOT / "fixtures" / "cross-file").iterdir() if p.is_dir())

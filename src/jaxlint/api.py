@@ -21,8 +21,7 @@ from .findings import Finding, Verification
 from .jaxapi import Transform
 from .cache import Cache, key_for
 from .project import ProjectIndex, absolute, project_needs
-from .semantic import ExternalCall, ModuleModel, ProjectClasses
-from .semantic.scopes import Asked, compact, replay
+from .semantic import Asked, ExternalCall, ModuleModel, ProjectClasses, compact, replay
 from .positions import node_spans
 from .rules import DEFAULT_CODES, RULES, SYNTAX_ERROR, UNSUPPORTED_SYNTAX
 from .rules.base import Rule
@@ -308,7 +307,8 @@ def analyse(source: bytes | str, path: str, codes: Optional[set[str]] = None, tr
 
 def _analyse(source: bytes | str, path: str, codes: Optional[set[str]], trace_decorators: Iterable[str],
              external: Optional[list[ExternalCall]], project: Optional[ProjectClasses] = None,
-             freeze_tree: bool = False, asked: Optional[list[Asked]] = None) -> tuple[list[Finding], list[ExternalCall]]:
+             freeze_tree: bool = False, asked: Optional[list[Asked]] = None
+             ) -> tuple[list[Finding], list[ExternalCall]]:
     """With `freeze_tree` (the collector paused by the caller, who unfreezes it afterwards), the parsed tree
     is frozen away from the collector: it holds no cycles and dies with the model that refers to it, so
     the collection after the file need not traverse its nodes (most of what that collection costs)."""

@@ -97,6 +97,7 @@ class ProjectIndex:
         self._static_methods: dict[str, bool] = {}  # method name -> every project method of that name is static
         self._static_properties: dict[str, bool] = {}  # property name -> each is static, none is stored
         self._defs: Optional[dict[str, tuple[list[str], int]]] = None  # def name -> (files of its defs, property defs)
+        self._indented_defs: dict[str, set[str]] = {}  # def name -> the files where one is indented (see `_def_index`)
         self._method_answers: dict[tuple[str, str], Optional[bool]] = {}
         self._plain_models: dict[str, Optional[ModuleModel]] = {}  # files searched for a method, modelled alone
         self._syntactic_tables: dict[str, dict[str, Any]] = {}  # per file: see _syntactic
@@ -427,7 +428,10 @@ class ProjectIndex:
             paths = list(dict.fromkeys(self._def_index().get(name, ([], 0))[0]))  # (each file once)
             known = False
             if len(paths) <= 12:
-                for p in paths:  # (the first method that may return an array settles it: no more are modelled)
+                # (a file whose every def of that name starts a line is modelled for nothing: a method's def
+                # is indented in its class body; the first method that may return an array settles it)
+                indented = self._indented_defs.get(name, set())
+                for p in (p for p in paths if p in indented):
                     answer = self._method_static(p, name)
                     if answer is False:
                         known = False
@@ -438,15 +442,22 @@ class ProjectIndex:
 
     def _def_index(self) -> dict[str, tuple[list[str], int]]:
         """def name -> (the given file of each def of that name, how many are right under `@property`),
-        from one pass over the files' text."""
+        from one pass over the files' text; and, in `_indented_defs`, the files where a def of that name
+        is indented (in a class body, or a function's)."""
         if self._defs is None:
             self._defs = {}
-            head = re.compile(rb"(@(?:functools\.)?(?:cached_)?property[ \t]*\r?\n[ \t]*)?\bdef[ \t]+(\w+)[ \t]*\(")
             for path, text in self._given_texts().items():
-                for m in head.finditer(text):
-                    paths, props = self._defs.setdefault(m.group(2).decode(), ([], 0))
+                for m in _DEF_HEAD.finditer(text):
+                    name = m.group(1).decode()
+                    start = m.start()
+                    at = text.rfind(b"@", max(0, start - 64), start)  # (a property decorator right above)
+                    prop = at >= 0 and _PROPERTY_ABOVE.match(text, at, start) is not None
+                    paths, props = self._defs.setdefault(name, ([], 0))
                     paths.append(path)
-                    self._defs[m.group(2).decode()] = (paths, props + (m.group(1) is not None))
+                    self._defs[name] = (paths, props + prop)
+                    line = text.rfind(b"\n", 0, start) + 1
+                    if text[line:line + 1] in (b" ", b"\t"):
+                        self._indented_defs.setdefault(name, set()).add(path)
         return self._defs
 
     def static_property(self, name: str) -> bool:
@@ -910,6 +921,11 @@ def _declared(text: bytes) -> frozenset[str]:
     if _FLATTENS.search(text):
         names.update(_ATTRIBUTE_READ.findall(decoded))
     return frozenset(names)
+
+
+# A def's head (`def name(`), and what makes it a property: the decorator on the line right above.
+_DEF_HEAD = re.compile(rb"\bdef[ \t]+(\w+)[ \t]*\(")
+_PROPERTY_ABOVE = re.compile(rb"@(?:functools\.)?(?:cached_)?property[ \t]*\r?\n[ \t]*$")
 
 
 def _plain_declaration(name: str) -> "re.Pattern[bytes]":

@@ -34,7 +34,7 @@ from .findings import Finding, Verification
 from .notebook import is_notebook
 from .report import help_url
 from .rules import BY_CODE, SYNTAX_ERROR
-from .semantic import ExternalCall, ProjectClasses
+from .semantic import Asked, ExternalCall, ProjectClasses, compact, replay
 
 DEBOUNCE_SECONDS = 0.3  # typing pauses shorter than this do not start an analysis
 # Cross-file following reads the whole project; beyond this many files it is left to the command line.
@@ -109,9 +109,10 @@ def lint_job(text: str, path: str, settings: Settings, external: Optional[list[E
     data, _ = _to_bytes(text)
 
     def work() -> list[Finding]:
-        found, calls = analyse(data, path, settings.codes, settings.trace_decorators, external)
+        asked: list[Asked] = []
+        found, calls = analyse(data, path, settings.codes, settings.trace_decorators, external, asked=asked)
         project = _project_classes(path, data, found, calls)
-        if project is not None:
+        if project is not None and not replay(project, compact(asked)):  # (else: the same findings again)
             found, _ = analyse(data, path, settings.codes, settings.trace_decorators, external, project)
         for f in found:
             f.edit = None

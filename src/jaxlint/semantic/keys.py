@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Container, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Container, Iterable, Optional
 
 import libcst as cst
 
@@ -223,8 +223,8 @@ def key_consumers(model: "ModuleModel") -> dict[int, set[str]]:
         if plan[2]:
             switches, optional = _flags(fn)
             note = functools.partial(_note, conditions, fn, switches=switches, optional=optional)
-            direct[id(fn)] |= _resolve_elsewhere(plan[2], _params(fn), functools.partial(model.ask, "key_params", absent=None),
-                                                 note)
+            asked = functools.partial(model.ask, "key_params", absent=None)
+            direct[id(fn)] |= _resolve_elsewhere(plan[2], _params(fn), asked, note)
     model.__dict__["_key_conditions"] = {k: v for k, v in conditions.items() if v}
     out = _solve(plans, direct)
     model.__dict__["_key_consumers"] = out
