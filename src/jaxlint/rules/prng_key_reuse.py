@@ -197,6 +197,9 @@ class PrngKeyReuse(Rule):
 
     def _consume(self, call: cst.Call, state: _State, loop_names: Optional[Container[str]],
                  root: Optional[cst.CSTNode] = None) -> None:
+        if not _hands_a_key(call, state.keys) and not (root is not None and self._has_comprehension(root)):
+            return  # (every way below takes the key from the call's arguments; in a comprehension, from
+            # the collection its variable runs over)
         fname = self._random_fn(call)
         keys: list[str] = []
         if fname is not None:
@@ -488,6 +491,8 @@ class PrngKeyReuse(Rule):
 
     def _expr(self, node: cst.CSTNode, state: _State, loop_names: Optional[Container[str]],
               root: Optional[cst.CSTNode] = None) -> None:
+        if not state.keys:
+            return  # (nothing holds a key yet: no call here can consume one, nor hand one on)
         root = node if root is None else root
         for part in self._calls_in(node, arms=True):
             if isinstance(part, cst.IfExp):
@@ -867,6 +872,15 @@ def _exclusive(a: tuple[str, str, bool], b: tuple[str, str, bool]) -> bool:
     if a[0] != b[0]:
         return False
     return (a[2] and b[2] and a[1] != b[1]) or (a[2] != b[2] and a[1] == b[1])
+
+
+def _hands_a_key(call: cst.Call, keys: set[str]) -> bool:
+    """Whether an argument of the call is a name holding a key, or a constant subscript of one."""
+    for a in call.args:
+        ref = key_ref(a.value)
+        if ref is not None and (ref in keys or ref.split("[")[0] in keys):
+            return True
+    return False
 
 
 def _sampled_key(call: cst.Call) -> Optional[str]:
