@@ -759,9 +759,13 @@ class GlobalMutation(Rule):
             return
         # `_BACKENDS[name] = {"sample": sample}`, `_ACTIVE = name`: a plain store of values that cannot be
         # tracers writes the same thing on every call, so doing it once per trace changes nothing
-        idempotent = isinstance(node, cst.Assign) and bool(values) and all(self._untraceable(v, where) for v in values)
+        def idempotent() -> bool:
+            return isinstance(node, cst.Assign) and bool(values) and all(self._untraceable(v, where) for v in values)
+
         if isinstance(target, cst.Name):
-            if where.model.trace_counter(fn, target.value) or idempotent:
+            if target.value not in fn.declared_global and target.value not in fn.declared_nonlocal:
+                return  # a local of the function
+            if where.model.trace_counter(fn, target.value) or idempotent():
                 return  # a trace counter a test asserts on, or the same Python value on every call
             if target.value in fn.declared_global:
                 if where.model.restores(fn, target.value):
@@ -826,12 +830,12 @@ class GlobalMutation(Rule):
                      or _overwritten_after(root.value, target, owner, writer, where)):
             return  # an object of one call of `owner`, never read after the transform has run, or a slot
             # `owner` stores again before it reads it
-        if isinstance(target, cst.Attribute) and (idempotent or self._restore(target, values, fn)
+        if isinstance(target, cst.Attribute) and (idempotent() or self._restore(target, values, fn)
                                                   or self._restored_later(target, node, fn, where)):
             return  # `saved = m.signals; m.signals = traced; ...; m.signals = saved`: put back before returning
         if isinstance(target, cst.Attribute) and target.value is root and _consumed_by_own_method(target, owner, where):
             return
-        if isinstance(target, cst.Subscript) and (idempotent or self._memo_store(target, node, values, where)
+        if isinstance(target, cst.Subscript) and (idempotent() or self._memo_store(target, node, values, where)
                                                   or self._scratch(root.value, owner, values, where)):
             return
         if values and all(self._untraceable(v, where) for v in values) and _once_only(node, where.scope.function_scope()):

@@ -109,12 +109,16 @@ class JitMethodSelf(Rule):
         return fn
 
     def visit_FunctionDef(self, node: cst.FunctionDef, where: Where) -> None:
+        jits = [(deco, got) for deco in node.decorators
+                if (got := where.model.transform_of(deco.decorator, where.scope)) is not None and got[0].kind in _JIT_KINDS]
+        if not jits:
+            return  # (asked first: whether the def is a method of a class whose instances are no pytrees
+            # reads the class's bases, here and in the project)
         fn = self._method(where.model.fn_of_node.get(id(node)), where.model)
         if fn is None:
             return
-        for deco in node.decorators:
-            got = where.model.transform_of(deco.decorator, where.scope)
-            if got is not None and got[0].kind in _JIT_KINDS and not self._self_ok(fn, got[0], got[1]):
+        for deco, got in jits:
+            if not self._self_ok(fn, got[0], got[1]):
                 self._flag(deco, fn)
                 return
 

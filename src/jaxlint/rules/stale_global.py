@@ -152,8 +152,8 @@ class StaleGlobal(Rule):
         fn = model.fn_of_node.get(id(node))
         if fn is None or not fn.traced or not fn.cached:
             return  # only a cached trace outlives a rebinding
-        self._shape_reads = _shape_only_reads(node.body)
-        self._carried_reads = _carried_field_reads(node.body)
+        self._body = node.body  # (its reads below are found when a candidate first asks: most have none)
+        self._reads: dict[str, frozenset[str]] = {}
         candidates = self._candidates(fn, where)
         if not candidates:
             return
@@ -182,6 +182,14 @@ class StaleGlobal(Rule):
                 how = candidates[n]
                 self.reports.append(self._report(name, n, how, fn))
 
+    def _body_reads(self, kind: str) -> frozenset[str]:
+        """The names the checked function's body reads only for their shape ("shape", `_shape_only_reads`)
+        or only as fields carried through a loop ("carried", `_carried_field_reads`)."""
+        if kind not in self._reads:
+            find = _shape_only_reads if kind == "shape" else _carried_field_reads
+            self._reads[kind] = find(self._body)
+        return self._reads[kind]
+
     def _candidates(self, fn: FunctionInfo, where: Where) -> dict[str, str]:
         model = where.model
         out: dict[str, str] = {}
@@ -200,7 +208,7 @@ class StaleGlobal(Rule):
                     while isinstance(at_def.parent, FunctionInfo) and at_def.parent is not s:
                         at_def = at_def.parent
                     for name in set(s.bind_order) - shadowed - set(s.defs) - set(s.classes) - set(s.imports):
-                        loop = _rebinding_loop_calling(name, s, at_def, model, name in self._carried_reads)
+                        loop = _rebinding_loop_calling(name, s, at_def, model, name in self._body_reads("carried"))
                         if loop is not None:
                             out[name] = f"a loop of `{s.qualname}` rebinds it between calls"
                 shadowed |= set(s.bind_order) | set(s.defs) | set(s.classes) | set(s.imports)
@@ -253,8 +261,8 @@ class StaleGlobal(Rule):
             if later and self._never_called(at_def, model):
                 later = []
         # (a name read only for its shape is stale only if a pass can give it another shape)
-        shapes = name in self.__dict__.get("_shape_reads", frozenset())
-        carried = name in self.__dict__.get("_carried_reads", frozenset())
+        shapes = name in self._body_reads("shape")
+        carried = name in self._body_reads("carried")
         later = [(order, loop) for order, loop in later
                  if loop is None or not (_rebuilt_alike(name, loop, model, owner, shapes) or clears_caches(loop, model)
                                          or carried and _rebound_from_itself(name, loop))]
