@@ -535,7 +535,7 @@ def check_module(module: cst.Module, raw: bytes, path: str, codes: set[str],
     for rule in rules:
         for tp, meth in rule.visitors().items():
             dispatch.setdefault(tp, []).append((rule, getattr(rule, meth)))
-    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external, project)
+    model = ModuleModel(module, path, frozenset(dispatch), extra_transforms, external, project, source=raw)
     try:
         return _check(model, module, raw, path, codes, rules, dispatch)
     finally:

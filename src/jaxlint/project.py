@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 import libcst as cst
 
 from .jaxapi import library_api
-from .semantic import ClassFacts, ModuleModel, ProjectClasses, trace_testing_defs
+from .semantic import ClassFacts, ModuleModel, ProjectClasses, may_test_for_a_trace, trace_testing_defs
 from .semantic.keys import ConsumedParam, KeyTable
 from .syntax import children, parse_shared
 
@@ -236,7 +236,7 @@ class ProjectIndex:
         try:
             with open(path, "rb") as f:
                 source = f.read()
-            model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False)
+            model = ModuleModel(parse_shared(source), path, project=self.for_file(path, source), trace=False, source=source)
             me, is_pkg = self._module_name(path), os.path.basename(path) == "__init__.py"
             self._facts[path] = {name: _absolute_methods(facts, me, is_pkg) for name, facts in model.class_facts().items()}
             self._static_fns[path] = model.static_returning()
@@ -304,7 +304,8 @@ class ProjectIndex:
         if known is None:
             try:
                 with open(path, "rb") as f:
-                    known = trace_testing_defs(parse_shared(f.read()))
+                    text = f.read()
+                known = trace_testing_defs(parse_shared(text)) if may_test_for_a_trace(text) else {}
             except Exception:  # noqa: BLE001 - a file that cannot be read or parsed tells nothing
                 known = {}
             self._guard_defs[path] = known

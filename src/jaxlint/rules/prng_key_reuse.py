@@ -197,9 +197,10 @@ class PrngKeyReuse(Rule):
 
     def _consume(self, call: cst.Call, state: _State, loop_names: Optional[Container[str]],
                  root: Optional[cst.CSTNode] = None) -> None:
-        if not _hands_a_key(call, state.keys) and not (root is not None and self._has_comprehension(root)):
-            return  # (every way below takes the key from the call's arguments; in a comprehension, from
-            # the collection its variable runs over)
+        if not _hands_a_key(call, state.keys) and not (
+                root is not None and any(key_ref(a.value) is not None for a in call.args) and self._has_comprehension(root)):
+            return  # (every way below takes the key from the call's arguments; in a comprehension binding
+            # the name handed, from the collection the comprehension runs over)
         fname = self._random_fn(call)
         keys: list[str] = []
         if fname is not None:

@@ -62,9 +62,10 @@ class ModuleModel:
     def __init__(self, module: cst.Module, path: str = "<string>", wanted: frozenset[type] = frozenset(),
                  extra_transforms: Optional[dict[str, Transform]] = None,
                  external: Optional[list["ExternalCall"]] = None,
-                 project: Optional[ProjectClasses] = None, trace: bool = True) -> None:
+                 project: Optional[ProjectClasses] = None, trace: bool = True, source: Optional[bytes] = None) -> None:
         self.module = module
         self.path = path
+        self._source = source  # the module's text, when at hand (a cheap search before some walks)
         self._project = project
         # What this pass took for the answers of the project it was not given (see `ask`).
         self.asked: list[Asked] = []
@@ -2275,7 +2276,7 @@ class ModuleModel:
         another file's with `trace_testing_defs`, without modelling it)."""
         found = self.__dict__.get("_tracer_testing")
         if found is None:
-            found = self.__dict__["_tracer_testing"] = trace_testing_defs(self.module)
+            found = self.__dict__["_tracer_testing"] = trace_testing_defs(self.module, self._source)
         return found
 
     def jit_switches(self) -> frozenset[str]:
@@ -2809,8 +2810,17 @@ def _jit_switch(fn: cst.FunctionDef) -> Optional[str]:
     return test.value if plain(off) and jitted(on) else None
 
 
-def trace_testing_defs(module: cst.Module) -> dict[str, str]:
+def may_test_for_a_trace(source: bytes) -> bool:
+    """Whether a module's text names what a function testing for a trace tests with (see `guard_helper`): a
+    class named `Tracer`, or `trace_state_clean`."""
+    return b"Tracer" in source or b"trace_state_clean" in source
+
+
+def trace_testing_defs(module: cst.Module, source: Optional[bytes] = None) -> dict[str, str]:
     """A module's top-level functions that only test for a trace, by name: what they test (see
-    `guard_helper`). Read off the defs alone, so the project asks it of a file without modelling it."""
+    `guard_helper`). Read off the defs alone, so the project asks it of a file without modelling it. (A
+    module whose text, when given, fails `may_test_for_a_trace` has none.)"""
+    if source is not None and not may_test_for_a_trace(source):
+        return {}
     return {stmt.name.value: kind for stmt in module.body
             if isinstance(stmt, cst.FunctionDef) and (kind := guard_helper(stmt)) is not None}
