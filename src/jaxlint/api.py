@@ -551,18 +551,20 @@ def _check(model: ModuleModel, module: cst.Module, raw: bytes, path: str, codes:
     from .rules.base import Where  # local: keeps the import graph of this module small
 
     tops: set[Optional[int]] = set()  # the top-level statements holding the reported nodes
-    traced_scopes: dict[int, bool] = {}  # id of a scope -> whether it is (in) a traced function
+    # per scope (by id), the visitors per node type that apply there: all of them in (or in) a traced
+    # function, else only those of the rules that look anywhere
+    anywhere = {tp: [(rule, visit) for rule, visit in handlers if rule.anywhere] for tp, handlers in dispatch.items()}
+    scope_dispatch: dict[int, dict[type, list]] = {}
     for rec in model.records:
         scope = rec.scope
-        traced = traced_scopes.get(id(scope))
-        if traced is None:
-            traced = traced_scopes[id(scope)] = model.traced_function(scope) is not None
-        where = None
-        for rule, visit in dispatch[type(rec.node)]:
-            if not rule.anywhere and not traced:
-                continue
-            if where is None:
-                where = Where(model, scope, rec.loop, rec.guards)
+        table = scope_dispatch.get(id(scope))
+        if table is None:
+            table = scope_dispatch[id(scope)] = dispatch if model.traced_function(scope) is not None else anywhere
+        handlers = table[type(rec.node)]
+        if not handlers:
+            continue
+        where = Where(model, scope, rec.loop, rec.guards)
+        for rule, visit in handlers:
             before = len(rule.reports)
             visit(rec.node, where)
             if len(rule.reports) != before:

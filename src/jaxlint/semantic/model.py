@@ -2374,7 +2374,13 @@ class ModuleModel:
 
     def _pallas_refs(self) -> dict[int, set[str]]:
         if self._refs is None:
-            self._refs, self._ref_handoffs = pallas_refs(self, self._external)
+            if self._source is not None and b"pallas" not in self._source and b"Ref" not in self._source \
+                    and not any(ext.kind == "ref" for ext in self._external):
+                # (a module that imports no Pallas package and names no `Ref` annotation, and is handed no
+                # refs by another file, has no refs)
+                self._refs, self._ref_handoffs = {}, {}
+            else:
+                self._refs, self._ref_handoffs = pallas_refs(self, self._external)
         return self._refs
 
     def used_as_array(self, expr: cst.BaseExpression, fns: list[Scope]) -> bool:
