@@ -1182,8 +1182,9 @@ def _refine(item: Refine, index: ProjectIndex, settings: Settings
     """A file's findings and calls into other files, analysed knowing the project (None: nothing the
     project says bears on it, or the file is nested too deeply). SAME, without analysing the file again,
     when the project answers every question the pass without it asked as that pass took it: the pass
-    knowing the project would take the same path to the same findings and calls (those it hands the
-    project's key questions aside, which the project pass asks of the project itself)."""
+    knowing the project would take the same path to the same findings and calls. (Only the keys the pass
+    without the project saw handed to other files' functions differ: it lists them to ask the project
+    about, while the pass knowing the project asks as it goes; the project pass follows no such call.)"""
     path, data, external, asking, keys_only, asked = item
     project = index.for_file(path, data, asking, keys_only)
     if project is None:
