@@ -837,13 +837,11 @@ class _Workers:
         self.jobs = max(0, settings.jobs)
         self.pool = None
         self.cache = Cache(settings.cache_dir) if settings.cache_dir else None
-        # Set by `run` for its first pass: the project's files and the reported ones. A reported file whose
-        # findings the project's classes and functions may change is then analysed knowing the project too,
-        # during the first pass: a large one by its worker right after its first pass (on the tree just
-        # parsed), a small one as a task of its own queued as soon as its chunk returns (see
-        # `_analyse_chunk`). `early` keeps the results (or the task) for `with_project_classes`. Spread over
-        # the first pass, that work balances across the workers; done after it, the one file whose project
-        # pass is slowest keeps one worker busy while the other waits.
+        # Set by `run` for its first pass: the project's files and the reported ones. A worker then analyses
+        # a reported file whose findings the project's classes and functions may change knowing the project
+        # too, right after its first pass (on the tree just parsed), and keeps the results in `early` for
+        # `with_project_classes`. Spread over the first pass, that work balances across the workers; done
+        # after it, the one file whose project pass is slowest keeps one worker busy while the other waits.
         self.project: Optional[EarlyFor] = None
         self.early: dict[str, Early] = {}
         # Files the first pass found `inert`: their empty rows are not cached, since whether a file is inert
