@@ -1,7 +1,6 @@
 """The pipeline, top to bottom: discover files -> parse once -> model -> rules -> suppress/select -> verify."""
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import fnmatch
@@ -32,7 +31,6 @@ from .syntax import parse_shared, sharing_parses
 from .notebook import NotebookError, is_notebook, load as load_notebook, set_aside_unreadable, to_cells
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
     from .fix import FixResult
     from .notebook import CellError, Notebook
 
@@ -670,7 +668,7 @@ Job = tuple[str, Optional[list[ExternalCall]], Optional[bytes]]  # an item, and 
 # A file's analysis knowing the project, done by a pool worker right after the file's first pass (see
 # `_Workers.project`): the digest of the bytes analysed, the rules the first pass found (what the project
 # is asked about), and what `_refine` gave.
-Early = tuple[bytes, frozenset[str], "Optional[tuple[list[Finding], list[ExternalCall]] | str | Future]"]
+Early = tuple[bytes, frozenset[str], Optional[tuple[list[Finding], list[ExternalCall]]]]
 # The project's files and the files whose findings are reported, for the workers' early project pass.
 EarlyFor = tuple[list[str], frozenset[str]]
 # What a file's pass without the project took for the project's answers (see `ModuleModel.ask`), with the
@@ -679,16 +677,13 @@ Taken = tuple[bytes, Optional[list[ExternalCall]], list[Asked]]
 
 
 def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor], bool]
-                   ) -> tuple[list[Row], dict[str, Early], list[str], dict[str, Taken], list[Refine]]:
+                   ) -> tuple[list[Row], dict[str, Early], list[str], dict[str, Taken]]:
     """Rows for the jobs. With the project (`early_for`, a first pass), files that `inert` says hold
     nothing are not parsed, and with `refine` (a pool worker) the reported files are analysed knowing the
-    project right after their first pass (see `_Workers.project`): a large file at once, on the tree just
-    parsed, a small one as a task of its own (returned, for the pool to run while the rest goes on). Also
-    the files found inert, and what the files the project pass may analyse again took for the project's
-    answers."""
+    project right after their first pass (see `_Workers.project`). Also the files found inert, and what
+    the files the project pass may analyse again took for the project's answers."""
     jobs, settings, early_for, refine = args
     early: dict[str, Early] = {}
-    deferred: list[Refine] = []
     inert_paths: list[str] = []
     taken: dict[str, Taken] = {}
     packages = _project_packages(early_for[0]) if early_for is not None else frozenset()
@@ -713,24 +708,12 @@ def _analyse_chunk(args: tuple[list[Job], Settings, Optional[EarlyFor], bool]
             taken[path] = (hashlib.sha256(data).digest(), ext, asked)
             if early_pass and project_needs(found) == "all":
                 asking = frozenset(f.name for f in found)
-                item: Refine = (path, data, None, asking, False, asked)
-                if len(data) < SHARED_TREE_BYTES:
-                    deferred.append(item)
-                else:
-                    out = _refine(item, _worker_index(early_for[0]), settings)
-                    early[path] = (taken[path][0], asking, (found, calls) if out == SAME else out)
+                out = _refine((path, data, None, asking, False, asked), _worker_index(early_for[0]), settings)
+                early[path] = (taken[path][0], asking, (found, calls) if out == SAME else out)
         return (path, found, calls, err)
 
     rows = with_deep_stack(lambda: [one(p, ext, data) for p, ext, data in jobs])
-    return rows, early, inert_paths, taken, deferred
-
-
-# A reported file at least this large is analysed knowing the project on the tree its first pass parsed, in
-# the same task; a smaller one in a task of its own, which any worker may run while the first pass goes on
-# (parsing it again costs little). One small file's project pass may model much of the project (9.5 s for
-# an example of maxtext's): done in the middle of its chunk, the first pass's results wait for it, and so
-# do the later rounds that the other worker could run meanwhile.
-SHARED_TREE_BYTES = 64 * 1024
+    return rows, early, inert_paths, taken
 
 
 # What a process keeps about the project it was last given (a pool worker, between the chunks it is handed):
@@ -863,7 +846,7 @@ class _Workers:
                     proc.terminate()
                 self.pool.shutdown(wait=False, cancel_futures=True)
             else:
-                self.pool.shutdown(cancel_futures=True)  # (an early project pass no round asked for)
+                self.pool.shutdown()
             self.pool = None
         if self.cache is not None and exc_type is None:
             self.cache.flush()
@@ -902,14 +885,13 @@ class _Workers:
                 sizes.append(0)
         jobs = self.jobs or auto_jobs(sum(sizes))  # 0 (auto): decided per batch until a pool exists
         if jobs == 1 or len(items) < (2 if self.pool is not None else 2 * jobs):
-            rows, _early, inert_paths, taken, _deferred = _analyse_chunk((items, self.settings, self.project, False))
+            rows, _early, inert_paths, taken = _analyse_chunk((items, self.settings, self.project, False))
             self._took(rows, taken)
             self.inert.update(inert_paths)
             return rows
-        import concurrent.futures
-
         if self.pool is None:
             self.jobs = jobs  # the pool's size from now on
+            import concurrent.futures
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
@@ -930,34 +912,14 @@ class _Workers:
         if current:
             chunks.append(current)
         rows: list[Optional[Row]] = [None] * len(items)
-        # The chunks are handed to the pool a few at a time, so that a file's early project pass, returned by
-        # its chunk (see `_analyse_chunk`), is queued ahead of the chunks not handed out yet: a free worker
-        # takes it up while the first pass goes on.
-        waiting = collections.deque(chunks)
-        running: dict = {}
-
-        def hand_out() -> None:
-            chunk = waiting.popleft()
-            running[self.pool.submit(_analyse_chunk, ([items[i] for i in chunk], self.settings, self.project,
-                                                      True))] = chunk
-
-        for _ in range(min(len(waiting), jobs + 1)):
-            hand_out()
-        while running:
-            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in finished:
-                chunk = running.pop(future)
-                chunk_rows, early, inert_paths, taken, deferred = future.result()
-                for i, row in zip(chunk, chunk_rows):
-                    rows[i] = row
-                self._took(chunk_rows, taken)
-                self.early.update(early)
-                for item in deferred:
-                    later = self.pool.submit(_refine_in_worker, (item, self.project[0], self.settings))
-                    self.early[item[0]] = (taken[item[0]][0], item[3], later)
-                self.inert.update(inert_paths)
-                if waiting:
-                    hand_out()
+        done = self.pool.map(_analyse_chunk, [([items[i] for i in chunk], self.settings, self.project, True)
+                                              for chunk in chunks])
+        for chunk, (chunk_rows, early, inert_paths, taken) in zip(chunks, done):
+            for i, row in zip(chunk, chunk_rows):
+                rows[i] = row
+            self._took(chunk_rows, taken)
+            self.early.update(early)
+            self.inert.update(inert_paths)
         return rows  # type: ignore[return-value]
 
     def _took(self, rows: list[Row], taken: dict[str, Taken]) -> None:
@@ -1173,21 +1135,8 @@ def with_project_classes(files: list[str], results: dict[str, tuple[list[Finding
                 done[i] = got[2]
         rest = [i for i in range(len(todo)) if i not in done]
         if workers is not None and workers.pool is not None and len(rest) >= 2:
-            running = workers.pool.map(_refine_in_worker, [(todo[i], project, settings) for i in rest])
-            rest, later = [], list(zip(rest, running))  # (the early tasks still running are waited for first)
-        else:
-            later = []
-        from concurrent.futures import Future
-
-        for i, got in list(done.items()):
-            if isinstance(got, Future):
-                try:
-                    done[i] = got.result()
-                except Exception:  # noqa: BLE001 - a worker that failed: the file is analysed here instead
-                    del done[i]
-                    rest.append(i)
-        done.update(later)
-        if rest:
+            done.update(zip(rest, workers.pool.map(_refine_in_worker, [(todo[i], project, settings) for i in rest])))
+        elif rest:
             index = index or ProjectIndex(project, module_name)
             done.update((i, _refine(todo[i], index, settings)) for i in rest)
         for i, ((path, *_), key) in enumerate(zip(todo, keys)):
