@@ -473,10 +473,7 @@ class ProjectIndex:
             known = False
             if paths and len(paths) == props:
                 word = re.escape(name.encode())
-                # (a parameter of a signature written one per line, `horizon: int,` or the last one before
-                # the `)`, stores nothing)
-                declared = re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)"
-                                      rb"(?![^\n]*\n[ \t]*\))", re.M)
+                declared = re.compile(_field_annotation(word), re.M)
                 assigned = re.compile(rb"\." + word + rb"[ \t]*=(?!=)")
                 # (the defs first: each is modelled alone, where a file declaring the name is modelled
                 # knowing its imports, and through them much of the project)
@@ -935,8 +932,14 @@ def _plain_declaration(name: str) -> "re.Pattern[bytes]":
     None,` nor the last one before the `)`), or a store on the instance (`self.name = ...`). (A whole string,
     `meta_fields=["name"]`, is as often a dictionary's key.)"""
     word = re.escape(name.encode())
-    return re.compile(rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)(?![^\n]*\n[ \t]*\))"
-                      rb"|\b(?:self|cls)[ \t]*\.[ \t]*" + word + rb"[ \t]*=(?!=)", re.M)
+    return re.compile(_field_annotation(word) + rb"|\b(?:self|cls)[ \t]*\.[ \t]*" + word + rb"[ \t]*=(?!=)", re.M)
+
+
+def _field_annotation(word: bytes) -> bytes:
+    """A pattern (for `re.M`) of `word` (escaped) annotated on a line of its own, as a field is in a class
+    body: not a parameter of a signature written one per line (`horizon: int,`, or the last one before the
+    `)`), which stores nothing."""
+    return rb"^[ \t]+" + word + rb"[ \t]*:(?!=)(?![^\n]*,[ \t]*(?:#[^\n]*)?$)(?![^\n]*\n[ \t]*\))"
 
 
 # The ways `_declared` reads a name (lookaheads, not consumed, so that `a: b = 0` yields both names).

@@ -262,7 +262,7 @@ class PrngKeyReuse(Rule):
                 if source is not None and source != key:
                     self._consume_key(call, source, fname, state, None, None)
                 return
-        if key not in state.keys and key.split("[")[0] not in state.keys:
+        if not _held(key, state.keys):
             return
         if key in state.handed:  # handed to an imported function before: its summary decides
             self._where.model.key_handoffs.add(state.handed[key])
@@ -877,11 +877,12 @@ def _exclusive(a: tuple[str, str, bool], b: tuple[str, str, bool]) -> bool:
 
 def _hands_a_key(call: cst.Call, keys: set[str]) -> bool:
     """Whether an argument of the call is a name holding a key, or a constant subscript of one."""
-    for a in call.args:
-        ref = key_ref(a.value)
-        if ref is not None and (ref in keys or ref.split("[")[0] in keys):
-            return True
-    return False
+    return any((ref := key_ref(a.value)) is not None and _held(ref, keys) for a in call.args)
+
+
+def _held(ref: str, keys: set[str]) -> bool:
+    """Whether `key` or `keys[0]` (a `key_ref`) names a key: the name, or the collection subscripted."""
+    return ref in keys or ref.split("[")[0] in keys
 
 
 def _sampled_key(call: cst.Call) -> Optional[str]:
