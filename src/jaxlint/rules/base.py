@@ -94,6 +94,8 @@ class Rule:
         tracer into it should be the one shown and verified (see `tracing_phrase`)."""
         if where.model.expected_to_fail(node, where.scope):
             return  # `with pytest.raises(TracerBoolConversionError):` — the test wants JAX to reject it
+        if any(r.node is node and r.message == message for r in self.reports):
+            return  # `self.a, self.b = ...`: one statement, one finding, however many of its targets qualify
         fn = where.traced if not self.anywhere else (where.traced or where.function)
         target = target_through(fn, evidence) if fn is not None and evidence is not None else None
         self.reports.append(Report(node, message, fn, end_node, fix, edit, subject, subject_nodes, target))
