@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import jaxlint
+
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "jax-trace-hazards"
 HAZARD = "import jax\n\n\n@jax.jit\ndef step(x):\n    if x > 0:\n        return x\n    return -x\n"
@@ -62,6 +64,7 @@ def _jaxlint(installed: Path, *args: str, cwd: Path) -> subprocess.CompletedProc
 def test_wheel_metadata_names_the_distribution_and_its_extras(wheel: Path) -> None:
     meta = email.message_from_string(_dist_info(wheel, "METADATA"))
     assert meta["Name"] == DISTRIBUTION
+    assert meta["Version"] == jaxlint.__version__  # the one place the version is written
     assert wheel.name.startswith("jax_trace_hazards-")
     assert "verify" in meta.get_all("Provides-Extra")
     requires = meta.get_all("Requires-Dist")
