@@ -224,7 +224,56 @@ def _built_once(jit: cst.Call, loop: LoopInfo, where: Where) -> bool:
                         v is not None and not (isinstance(v, cst.Name) and v.value == "None")
                         for v, l in zip(values, loops) if loop.encloses(l)):
                     return True
+            for obj, attr in _missing_attributes(n.test):
+                # `if not hasattr(self, "_step"): self._step = jax.jit(...)` (or `self._step is None`): the
+                # attribute, once set on an object the loop keeps, makes the test fail on every later pass
+                if any(isinstance(line, cst.SimpleStatementLine) and any(
+                        isinstance(st, cst.Assign) and st.value is jit and any(
+                            _is_attribute(t.target, obj, attr) for t in st.targets) for st in line.body)
+                        for line in _block_of(n.body)) \
+                        and not any(loop.encloses(l) for l in scope.bind_loops.get(obj, [])) \
+                        and not _attribute_reset(loop.node, obj, attr, jit):
+                    return True
         stack.extend(iter_children(n))
+    return False
+
+
+def _is_attribute(expr: cst.BaseExpression, obj: str, attr: str) -> bool:
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == obj \
+        and expr.attr.value == attr
+
+
+def _missing_attributes(test: cst.BaseExpression) -> list[tuple[str, str]]:
+    """The `(obj, attr)` of `not hasattr(obj, "attr")` and `obj.attr is None` terms that must all hold for
+    the test to pass."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _missing_attributes(test.left) + _missing_attributes(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) \
+            and isinstance(test.expression, cst.Call) and dotted(test.expression.func) == "hasattr":
+        args = test.expression.args
+        if len(args) == 2 and isinstance(args[0].value, cst.Name) and isinstance(args[1].value, cst.SimpleString):
+            name = args[1].value.evaluated_value
+            if isinstance(name, str):
+                return [(args[0].value.value, name)]
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, cst.Is) \
+            and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None" \
+            and isinstance(test.left, cst.Attribute) and isinstance(test.left.value, cst.Name):
+        return [(test.left.value.value, test.left.attr.value)]
+    return []
+
+
+def _attribute_reset(body: cst.CSTNode, obj: str, attr: str, jit: cst.Call) -> bool:
+    """Whether the loop stores `obj.attr` other than with `jit`, deletes it, or sets it by name."""
+    for n in descendants(body):
+        if isinstance(n, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and getattr(n, "value", None) is not jit:
+            targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
+            if any(_is_attribute(t, obj, attr) for target in targets for t in descendants(target)):
+                return True
+        elif isinstance(n, cst.Del) and any(_is_attribute(t, obj, attr) for t in descendants(n.target)):
+            return True
+        elif isinstance(n, cst.Call) and dotted(n.func) in ("setattr", "delattr"):
+            return True
     return False
 
 
