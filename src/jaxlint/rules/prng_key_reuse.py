@@ -662,12 +662,16 @@ class PrngKeyReuse(Rule):
                 if isinstance(stmt, cst.With):
                     for item in stmt.items:
                         self._expr(item.item, state, loop_names)
+                # a handler runs instead of what is left of the body, whose draws it replaces (`try: noise =
+                # chol @ normal(key, ...)` / `except: noise = multivariate_normal(key, ...)`): it starts from
+                # the keys as they were before the body
+                before = state.copy() if isinstance(stmt, (cst.Try, cst.TryStar)) and stmt.handlers else state
                 state, ex = self._block(_body(stmt.body), state, loop_names)
                 if ex:
                     return state, True
                 if isinstance(stmt, (cst.Try, cst.TryStar)):
                     for h in stmt.handlers:
-                        self._block(_body(h.body), state.copy(), loop_names)
+                        self._block(_body(h.body), before.copy(), loop_names)
                     if stmt.finalbody is not None:
                         self._block(_body(stmt.finalbody.body), state, loop_names)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
@@ -677,14 +681,16 @@ class PrngKeyReuse(Rule):
 
 
 def _flowing_calls(value: cst.BaseExpression) -> list[cst.Call]:
-    """The calls whose result reaches only the assigned names: the value itself, or operands of its
-    arithmetic (`normal(key, shape) * scale`)."""
+    """The calls whose result reaches only the assigned names: the value itself, operands of its
+    arithmetic (`normal(key, shape) * scale`), or what is indexed (`split(key, 3)[0]`)."""
     if isinstance(value, cst.Call):
         return [value]
     if isinstance(value, cst.BinaryOperation):
         return _flowing_calls(value.left) + _flowing_calls(value.right)
     if isinstance(value, cst.UnaryOperation):
         return _flowing_calls(value.expression)
+    if isinstance(value, cst.Subscript):  # `key = split(key, 1)[0]`: the rest of the result is dropped
+        return _flowing_calls(value.value)
     return []
 
 
@@ -722,6 +728,16 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
         _events(node.body, out)
         if node.orelse is not None:
             _events(node.orelse, out)
+        return
+    if isinstance(node, (cst.Try, cst.TryStar)):
+        _events(node.body, out)
+        for handler in node.handlers:  # a handler may not run: its stores are conditional, like an `if` arm's
+            out.append(("if", None))
+            _events(handler.body, out)
+            out.append(("end", None))
+        for rest in (node.orelse, node.finalbody):
+            if rest is not None:
+                _events(rest.body, out)
         return
     if isinstance(node, cst.If):
         _events(node.test, out)
