@@ -473,8 +473,9 @@ class PrngKeyReuse(Rule):
         return False
 
     def _pure(self, call: cst.Call) -> bool:
-        """A `jax.random` sampler, or a name bound only to a jitted function (`f = jax.jit(g)`)."""
-        if self._random_fn(call) is not None:
+        """A `jax.random` sampler, a distribution's sampling method (`dist.sample(key, shape)`), or a name
+        bound only to a jitted function (`f = jax.jit(g)`)."""
+        if self._random_fn(call) is not None or _sampled_key(call) is not None:
             return True
         if not isinstance(call.func, cst.Name):
             return False
