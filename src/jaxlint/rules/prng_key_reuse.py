@@ -10,10 +10,10 @@ import libcst as cst
 from ..jaxapi import KEY_MAKERS
 from ..semantic import FunctionInfo, Param, Scope
 from ..semantic.keys import (
-    consumed_elsewhere, consumed_when, handed, imported_handoffs, key_arg, key_consumers, key_ref, names_of,
-    param_handoffs, signature,
+    consumed_elsewhere, consumed_when, draws_nothing, handed, imported_handoffs, key_arg, key_consumers, key_ref,
+    names_of, param_handoffs, signature,
 )
-from ..syntax import _arg, _int_leaf, _target_names, children, code_of, contains, descendants, dotted, iter_children, plain_annotation
+from ..syntax import _arg, _target_names, children, code_of, contains, descendants, dotted, iter_children, plain_annotation
 from .base import Report, Rule, Where
 
 _KEY_NAME = re.compile(r"(^|_)(key|rng|prng|rng_key|prng_key)s?(\d*)($|_)", re.IGNORECASE)
@@ -203,7 +203,7 @@ class PrngKeyReuse(Rule):
             # the name handed, from the collection the comprehension runs over)
         fname = self._random_fn(call)
         keys: list[str] = []
-        if fname == "randint" and _constant_draw(call):
+        if fname is not None and draws_nothing(call, fname):
             return  # `randint(key, shape, 0, 1)`: zeros whatever the key, so nothing is drawn from it
         if fname is not None:
             key = key_arg(call)
@@ -681,15 +681,6 @@ class PrngKeyReuse(Rule):
                 for name in names_of(stmt.name):
                     state.keys.discard(name)
         return state, False
-
-
-def _constant_draw(call: cst.Call) -> bool:
-    """`jax.random.randint(key, shape, minval, maxval)` with literal bounds that leave one value (the upper
-    bound is exclusive): the result does not depend on the key."""
-    low, high = _arg(call, 2, "minval"), _arg(call, 3, "maxval")
-    low_value = _int_leaf(low) if low is not None else None
-    high_value = _int_leaf(high) if high is not None else None
-    return low_value is not None and high_value is not None and high_value - low_value <= 1
 
 
 def _flowing_calls(value: cst.BaseExpression) -> list[cst.Call]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Container, Iterable, Optional
 import libcst as cst
 
 from ..jaxapi import KEY_MAKERS
-from ..syntax import _target_names, descendants, dotted
+from ..syntax import _arg, _int_leaf, _target_names, descendants, dotted
 from .scopes import FunctionInfo, Scope
 
 if TYPE_CHECKING:
@@ -45,6 +45,18 @@ def key_arg(call: cst.Call) -> Optional[str]:
             continue
         return key_ref(a.value) if not a.star else None
     return None
+
+
+def draws_nothing(call: cst.Call, fname: str) -> bool:
+    """A `jax.random.<fname>` call whose result does not depend on the key: `randint(key, shape, 0, 1)`, whose
+    literal bounds leave one value (the upper bound is exclusive)."""
+    if fname != "randint":
+        return False
+    low, high = _arg(call, 2, "minval"), _arg(call, 3, "maxval")
+    if low is None or high is None:
+        return False
+    low_value, high_value = _int_leaf(low), _int_leaf(high)
+    return low_value is not None and high_value is not None and high_value - low_value <= 1
 
 
 def draws_unused(call: cst.Call, fn: FunctionInfo) -> bool:
@@ -124,7 +136,7 @@ def _key_plans(model: "ModuleModel") -> tuple[dict[int, KeyPlan], dict[tuple[int
             fname = q[len("jax.random."):] if q.startswith("jax.random.") else None
             if fname is not None and fname not in KEY_MAKERS and fname != "fold_in" and "." not in fname:
                 name = key_arg(call)
-                if name in params and not draws_unused(call, fn):
+                if name in params and not draws_unused(call, fn) and not draws_nothing(call, fname):
                     direct.add(name)  # type: ignore[arg-type]
                     note(name, call)  # type: ignore[arg-type]
                 continue
