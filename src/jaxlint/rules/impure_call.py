@@ -99,9 +99,10 @@ class ImpureCall(Rule):
         if qual in _GENERATORS and node.args and not (node.args[0].keyword is None and _is_const(node.args[0].value, "None")):
             return  # `np.random.RandomState(seed)`: a generator of its own, as deterministic as its seed
         if qual in IMPURE_CALLS or qual.startswith(IMPURE_PREFIXES):
-            if qual in CLOCKS and where.model.unread_traced(node, fn, printed=announces_tracing(fn.node)):
+            if where.model.unread_traced(node, fn, printed=qual in CLOCKS and announces_tracing(fn.node)):
                 # `t0 = time.perf_counter()` read only by logging that never runs traced, or only printed by a
-                # function announcing that it is being compiled (it times the compilation on purpose)
+                # function announcing that it is being compiled (it times the compilation on purpose); a
+                # draw bound to a name nothing reads: no constant baked in is ever used
                 return
             shown = qual.replace("builtins.", "").replace("numpy.", "np.")
             self._flag(node, f"`{shown}()`", where, qual)

@@ -8,7 +8,7 @@ import libcst as cst
 from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import CALLBACKS, DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
-from ..semantic import FunctionInfo, LoopInfo
+from ..semantic import FunctionInfo, LoopInfo, ModuleModel
 from ..semantic.scopes import Scope
 from ..semantic.traced import filled_args
 from ..semantic.loops import (
@@ -50,6 +50,16 @@ def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo], defaults: bool = 
         names |= {n for p in node.params.params + node.params.kwonly_params if p.default is not None
                   for n in names_in(p.default)}
     return names
+
+
+def _with_items(model: ModuleModel) -> set[int]:
+    """The context managers of the module's `with ... as name:` statements (by id), found once per module."""
+    found = model.__dict__.get("_with_items")
+    if found is None:
+        found = model.__dict__["_with_items"] = {
+            id(item.item) for n in descendants(model.module) if isinstance(n, cst.With)
+            for item in n.items if item.asname is not None}
+    return found
 
 
 def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpression]]:
@@ -838,9 +848,10 @@ class JitInLoop(Rule):
             return False
         if isinstance(owner, FunctionInfo) and None in values:
             values = _unpacked_values(owner, name.value)  # `model, opt = MLP(...), adam(...)`
+        entered = _with_items(model)
         for value in values:
-            if not isinstance(value, cst.Call):
-                return False
+            if not isinstance(value, cst.Call) or id(value) in entered:
+                return False  # (`with Bind(model) as ctx:` binds what `__enter__` returns, not the instance)
             callee = value.func.attr.value if isinstance(value.func, cst.Attribute) else (
                 value.func.value if isinstance(value.func, cst.Name) else "")
             if not (callee[:1].isupper() or callee in model.root.classes):
@@ -1440,4 +1451,3 @@ def _factory_result(binding_value: Optional[cst.BaseExpression], where: Where, s
 def _short(qual: str) -> str:
     """`jax.jit`, `jax.pmap`, `eqx.filter_jit`: the transform as users write it."""
     return qual.replace("equinox.", "eqx.", 1) if qual.startswith("equinox.") else qual
-

@@ -145,6 +145,7 @@ class PrngKeyReuse(Rule):
         self._body = list(body)  # type: ignore[call-overload]
         self._events: Optional[list[tuple[str, object]]] = None
         self._comprehension_roots: dict[int, bool] = {}  # statement -> whether it holds a comprehension
+        self._example_inputs: Optional[set[int]] = None  # see `_example_input`
         self._fn = scope if scope is not where.model.root else None
         self._sourced: set[str] = set()  # names this body binds from a key source (split, PRNGKey ...)
         self._block(list(body), _State(keys=set(initial)), loop_names=None)  # type: ignore[arg-type]
@@ -296,6 +297,8 @@ class PrngKeyReuse(Rule):
             and self._random_fn(state.consumed[key]) in _ALIGNING)  # type: ignore[arg-type]
         if aligning and key in state.consumed:
             return  # `x = permutation(key, x); y = permutation(key, y)`: rows of x and y stay paired
+        if self._example_input(call):
+            return  # `model.init(key, normal(key, shape))`: only the draw's shape and dtype matter
         first = state.consumed.get(key)
         if first is not None and self._draw_unused(first, self._random_fn(first) if isinstance(first, cst.Call) else None,
                                                    loop_names, overwritten=True):
@@ -330,6 +333,16 @@ class PrngKeyReuse(Rule):
             return True
         return (self._fn is not None or fname == "split") \
             and self._result_discarded(call, unread=True, anywhere=loop_names is not None)
+
+    def _example_input(self, call: cst.CSTNode) -> bool:
+        """Whether `call` is (in) an example input of a module's `init` (`model.init(key, normal(k, shape))`):
+        parameters come from the key and the input's shape and dtype, so its values are never looked at."""
+        if self._example_inputs is None:
+            self._example_inputs = {
+                id(d) for stmt in self._body for n in descendants(stmt)
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "init"
+                for a in n.args[1:] if a.keyword is None or a.keyword.value != "rngs" for d in descendants(a.value)}
+        return id(call) in self._example_inputs
 
     def _event_list(self) -> list[tuple[str, object]]:
         """Loads and stores of the analysed body in execution order, made on first use."""
@@ -760,6 +773,18 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
             return
         _events(node.value, out)
         return
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "init" \
+            and len(node.args) > 1:
+        # `model.init(key, x)`: a module's parameters come from the key and the example input's shape and
+        # dtype, never from its values (Flax's and Haiku's `init`)
+        _events(node.func, out)
+        _events(node.args[0], out)
+        for a in node.args[1:]:
+            if isinstance(a.value, cst.Name) and not a.star and (a.keyword is None or a.keyword.value != "rngs"):
+                out.append(("meta", a.value.value))
+            else:
+                _events(a, out)
+        return
     for child in iter_children(node):
         _events(child, out)
 
@@ -773,10 +798,6 @@ def _target_events(target: cst.BaseExpression, out: list[tuple[str, object]]) ->
 
 def _body(block: cst.BaseSuite) -> list[cst.CSTNode]:
     return list(block.body) if isinstance(block, cst.IndentedBlock) else list(block.body)  # type: ignore[attr-defined]
-
-
-
-
 
 
 def _one_pass_test(test: cst.BaseExpression, loop: Union[cst.For, cst.While]) -> bool:

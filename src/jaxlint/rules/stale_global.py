@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 import libcst as cst
 
 from ..semantic import ClassInfo, FunctionInfo, LoopInfo, ModuleModel, Scope
-from ..semantic.scopes import never_mentioned
+from ..semantic.scopes import called_only_by_parent, never_mentioned
 from ..syntax import _is_const, _is_literal, _target_names, descendants, dotted, iter_children
 from ..semantic.loops import clears_caches, distinct_constants, loop_invariant, loop_statements, names_in
 from ..semantic.uses import ModuleUses, Uses, def_window
@@ -247,6 +247,8 @@ class StaleGlobal(Rule):
         later = [(order, loop) for order, loop in zip(orders, loops)
                  if order > fn.order and not _shared_loop(loop, at_def.loop_at_def)
                  and not _copies_itself(name, order, owner, model)]
+        if later and owner is model.root and _jitted_per_call(fn, at_def, model):
+            later = []  # a module statement runs between two calls of `at_def`, each making its own jitted def
         uses = _once(memo["readers"], id(fn), lambda: self._reader_uses(fn, model)) \
             if later and owner is model.root else None
         if uses is not None and uses.sites:
@@ -766,6 +768,20 @@ def _only_called_traced(fn: FunctionInfo, model: ModuleModel) -> bool:
     extent of a call is set again by every trace that reads it."""
     scopes = model.call_scopes(fn)
     return bool(scopes) and all(model.traced_function(scope) is not None for scope in scopes)
+
+
+def _jitted_per_call(fn: FunctionInfo, at_def: FunctionInfo, model: ModuleModel) -> bool:
+    """Whether `fn`, or a def around it inside `at_def`, is decorated with `jax.jit` inside a function that
+    only calls it there (`def train(...): @jax.jit def step(...): ...`): each call of that function jits
+    a new def, whose trace, and the globals it read, last only as long as the call."""
+    s: Optional[Scope] = fn
+    while isinstance(s, FunctionInfo) and s is not at_def:
+        if isinstance(s.parent, FunctionInfo) and called_only_by_parent(s) and any(
+                (got := model.transform_of(d.decorator, s.parent)) is not None and got[0].kind in ("jit", "pjit")
+                for d in s.decorators):
+            return True
+        s = s.parent
+    return False
 
 
 def _shared_loop(binding: Optional[LoopInfo], at_def: Optional[LoopInfo]) -> bool:

@@ -448,7 +448,8 @@ class _Builder:
         if node.orelse is None and _always_exits(node.body):
             # `if use_jax: return …`: the rest of the block runs only when the test was false
             self.guards = self.guards | flag_tests(node.test, False) | ident_tests(node.test, False) \
-                | self._helper_tests(node.test, False, scope) | {f"exit:{id(node)}"}
+                | self._helper_tests(node.test, False, scope) | _array_test(node.test) | _not_tracer(node.test) \
+                | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
 
     def _helper_tests(self, e: cst.BaseExpression, holds: bool, scope: Scope) -> frozenset[str]:
@@ -933,11 +934,20 @@ def _isinstance_test(e: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression
 
 
 def _array_test(e: cst.BaseExpression) -> frozenset[str]:
-    """`isinstance(x, jax.Array)` (or `jnp.ndarray`): the name tested, which is no tracer where it fails."""
+    """`isinstance(x, jax.Array)` (or `jnp.ndarray`), or `hasattr(x, "shape")` (an attribute every tracer
+    has): the name tested, which is no tracer where the test fails."""
     test = _isinstance_test(e)
     if test is not None and isinstance(test[0], cst.Name) and test[1] and all(n in _JAX_ARRAY_TYPES for n in test[1]):
         return frozenset({test[0].value})
+    if isinstance(e, cst.Call) and dotted(e.func) == "hasattr" and len(e.args) == 2 \
+            and isinstance(e.args[0].value, cst.Name) and _str_leaf(e.args[1].value) in _TRACER_ATTRIBUTES:
+        return frozenset({e.args[0].value.value})
     return frozenset()
+
+
+# Attributes every tracer has (those of a `jax.Array`): where `hasattr(x, "shape")` fails, `x` is no tracer.
+_TRACER_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "aval", "at", "astype", "reshape", "T",
+                                "weak_type", "sharding"})
 
 
 def _not_jax_array(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
@@ -965,7 +975,8 @@ def _scalar_guard_names(e: cst.BaseExpression) -> frozenset[str]:
         if isinstance(subject, cst.Name) and all(n in _NUMPY_ARRAY_TYPES for n in names):
             return frozenset({subject.value})
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        return _not_tracer(e.expression)  # `not isinstance(n, jax.core.Tracer)`: n is a concrete value
+        # `not isinstance(n, jax.core.Tracer)`, `not hasattr(n, "shape")`: n is a concrete value
+        return _not_tracer(e.expression) | _array_test(e.expression)
     exact = _type_is_test(e)  # `type(st) is str`: a tracer's type is a tracer class
     if exact is not None and isinstance(exact[0], cst.Name) and exact[1] and all(n in _PY_SCALARS for n in exact[1]):
         return frozenset({exact[0].value})
@@ -1208,7 +1219,7 @@ def ident_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:
             # `if loop == "lax":` → {"eq:lax:loop"} in its body, {"neq:lax:loop"} in its `else`
             how = "eq" if isinstance(op, cst.Equal) == holds else "neq"
             return frozenset({f"{how}:{right.evaluated_value}:{e.left.value}"})
-    return frozenset(f"notracer:{name}" for name in _not_tracer(e)) if not holds else frozenset()
+    return frozenset(f"notracer:{name}" for name in _not_tracer(e) | _array_test(e)) if not holds else frozenset()
 
 
 def given_tests(e: cst.BaseExpression, holds: bool) -> frozenset[str]:

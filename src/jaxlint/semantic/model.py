@@ -1792,9 +1792,13 @@ class ModuleModel:
         receives the same for each call of the body (by id)."""
         out: dict[str, list[tuple[Optional[str], Optional[cst.Call]]]] = {}
 
+        shadowed: frozenset[str] = frozenset()  # the locals of the nested defs being walked: not `fn`'s names
+
         def walk(node: cst.CSTNode, call: Optional[cst.Call], into: Optional[str], nested: bool) -> None:
+            nonlocal shadowed
             if isinstance(node, cst.Name):
-                out.setdefault(node.value, []).append((into, None if nested else call))
+                if node.value not in shadowed:
+                    out.setdefault(node.value, []).append((into, None if nested else call))
                 return
             if isinstance(node, cst.Attribute):
                 walk(node.value, call, into, nested)
@@ -1802,6 +1806,20 @@ class ModuleModel:
             if isinstance(node, cst.Arg):
                 walk(node.value, call, into, nested)
                 return
+            if isinstance(node, (cst.FunctionDef, cst.Lambda)) and node is not fn.node:
+                inner = self.fn_of_node.get(id(node))
+                if inner is not None:  # (its defaults and decorators are read where it is defined)
+                    outer, shadowed = shadowed, shadowed | frozenset(inner.local_names)
+                    walk(node.body, call, into, True)
+                    shadowed = outer
+                    params = node.params
+                    every = [*params.posonly_params, *params.params, *params.kwonly_params,
+                             *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param))]
+                    for part in [*(p.default for p in every), *(p.annotation for p in every),
+                                 *getattr(node, "decorators", ())]:
+                        if part is not None:
+                            walk(part, call, into, True)
+                    return
             if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and node is not fn.node:
                 nested = True
             if isinstance(node, cst.Assign):
