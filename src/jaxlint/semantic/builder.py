@@ -414,6 +414,7 @@ class _Builder:
         self.guards = saved | _scalar_guard_names(node.test) | self._entry_values(arm_tests(node.test, True), unbound) \
             | instance_guards(node.test) \
             | _not_jax_array(node.test, True) | self._helper_tests(node.test, True, scope)
+        self.guards = self.guards | self._replaced_entries(self.guards - saved, scope, loop)
         if _disable_jit_test(node.test) or isinstance(node.test, cst.Name) and scope is not self.m.root \
                 and node.test.value in self.m.jit_switches() and not self.m.is_local(node.test.value, scope):
             self.guards = self.guards | {"eager:"}  # `if jax.config.jax_disable_jit:` runs only without jit
@@ -433,6 +434,7 @@ class _Builder:
                 | _array_test(node.test) | _not_tracer(node.test) \
                 | _not_jax_array(node.test, False) | self._helper_tests(node.test, False, scope) | (
                 {"never:"} if known is True else frozenset()) | {f"unless:{id(node)}"}
+            self.guards = self.guards | self._replaced_entries(self.guards - saved, scope, loop)
             self.branches = branches + ((id(node), False),) + tuple(
                 (g.partition(":")[2], g.startswith("true:")) for g in flag_tests(node.test, False))
             self.walk(node.orelse, scope, loop)
@@ -451,6 +453,28 @@ class _Builder:
                 | self._helper_tests(node.test, False, scope) | _array_test(node.test) | _not_tracer(node.test) \
                 | {f"exit:{id(node)}"}
             self.branches = branches + ((id(node), False),)
+
+    def _replaced_entries(self, guards: frozenset[str], scope: Scope, loop: Optional[LoopInfo]) -> frozenset[str]:
+        """`notracer!:x` beside `notracer:x` for a parameter `x` that a plain `x = ...` has replaced before
+        the test, wherever the test runs (`logits = jnp.asarray(logits)` first thing, then `if not
+        is_tracer(logits):`): what the test sees is what the body bound, not the argument."""
+        if not isinstance(scope, FunctionInfo) or loop is not None:
+            return frozenset()
+        out = set()
+        for g in guards:
+            if not g.startswith("notracer:"):
+                continue
+            name = g[9:]
+            if scope.param(name) is None:
+                continue
+            for order, bound_in in zip(scope.bind_order.get(name, ()), scope.bind_loops.get(name, ())):
+                if bound_in is not None:
+                    continue
+                for (target, _value, how), at, arms in zip(scope.events, scope.event_orders, scope.event_branches):
+                    if at == order and how == "=" and isinstance(target, cst.Name) and target.value == name \
+                            and self.branches[:len(arms)] == arms:
+                        out.add(f"notracer!:{name}")
+        return frozenset(out)
 
     def _helper_tests(self, e: cst.BaseExpression, holds: bool, scope: Scope) -> frozenset[str]:
         """What a test of this module's trace-testing helpers says where it is `holds`: where `is_traced(x)`
@@ -559,6 +583,7 @@ class _Builder:
         holds = isinstance(node.operator, cst.And)
         self.guards = saved | arm_tests(node.left, holds) | self._helper_tests(node.left, holds, scope) | (
             _scalar_guard_names(node.left) | instance_guards(node.left) if holds else _not_tracer(node.left))
+        self.guards = self.guards | self._replaced_entries(self.guards - saved, scope, loop)
         self.walk(node.right, scope, loop)
         self.guards = saved
 

@@ -512,6 +512,10 @@ def dead_branch(fn: FunctionInfo, guards: frozenset[str]) -> bool:
                     and name not in parent.assigned and called_only_by_parent(fn) and dead_branch(parent, frozenset({g})):
                 return True  # the enclosing function's flag, read by a helper it only calls
             continue
+        if g.startswith("notracer!:"):
+            if _always_traced_local(fn, g[10:]):
+                return True  # `x = jnp.asarray(x)` before `if not is_tracer(x):`: a tracer wherever traced
+            continue
         if g.startswith(("is:", "isnot:", "notracer:")):
             how, _, rest = g.partition(":")
             const, _, name = rest.rpartition(":")
