@@ -37,7 +37,8 @@ class ArrayItemAssignment(Rule):
     ## What it does
     Flags `x[i] = v`, `x[i] += v` and `x[a:b] = v` where `x` is known to be a JAX array: built by a
     `jnp.*`/`jax.random.*` call, annotated `jax.Array`/`jnp.ndarray`, or a traced argument of a
-    jitted function. Anywhere, not only in traced code.
+    jitted function (unless annotated as something else a pytree can be: `Any`, a dict, a list).
+    Anywhere, not only in traced code.
 
     ## Why is this bad?
     JAX arrays are immutable: item assignment raises

@@ -53,6 +53,9 @@ class ImpureCall(Rule):
     running traced reads (`if verbose: log(t1 - t0)` with every traced caller leaving `verbose` off) bakes
     nothing in and is not flagged, nor is one only printed by a function that announces its compilation
     (`print(f"compiling {f.__name__}")`, then the seconds it took): it times the compilation on purpose.
+    A draw bound to a local that nothing reads (`mask = np.random.binomial(...)` left behind after a move to
+    `jax.random`; a nested def's parameter of the same name is another variable) bakes in a constant
+    nothing uses and is not flagged.
     A fresh identifier turned into a string (`str(uuid.uuid4())`, `uuid.uuid4().hex`) names the trace's
     own Python objects (a graph node, a scope) and never becomes array data: it is not flagged.
     Settings read from the environment (`os.environ`, `os.getenv`) are not flagged: they are fixed for

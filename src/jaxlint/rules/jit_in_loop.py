@@ -461,7 +461,27 @@ def _closure_params(fn: FunctionInfo, outer: FunctionInfo, where: Optional[Where
         for b in outer.bindings(name):
             if b.value is not None:
                 todo.extend(sorted(names_in(b.value)))
+        for arg in _filled_in(outer).get(name, ()):  # `injectors.append(CW(mask=mask))`: what it holds
+            todo.extend(sorted(names_in(arg)))
     return frozenset(found)
+
+
+# Methods that put their arguments into the container they are called on.
+_FILLING = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+
+
+def _filled_in(fn: FunctionInfo) -> dict[str, list[cst.BaseExpression]]:
+    """What a function's body puts into its containers (`xs.append(v)`, `d.update(k=v)`): container name ->
+    the arguments, found once per function."""
+    found = fn.__dict__.get("_filled_in")
+    if found is None:
+        found = fn.__dict__["_filled_in"] = {}
+        if fn.node is not None:
+            for n in descendants(fn.node):
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
+                        and n.func.attr.value in _FILLING:
+                    found.setdefault(n.func.value.value, []).extend(a.value for a in n.args)
+    return found
 
 
 # Calls whose result's shape comes from their arguments (sizes, shapes, ranges).

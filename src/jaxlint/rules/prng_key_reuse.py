@@ -62,7 +62,8 @@ class PrngKeyReuse(Rule):
     key the loop never replaces. `split` consumes the key it is given, and so does a distribution's
     `sample(seed=key)` (distrax, TensorFlow Probability, numpyro) and a function of the module that samples
     from or splits a key handed to it, positionally or by keyword. A draw whose result is never read (or
-    only read for its shape), two draws a test compares on purpose, and the arms of `if kind == "a":` /
+    only read for its shape, or only as an example input of a module's `init`, which reads its shape and
+    dtype), two draws a test compares on purpose, and the arms of `if kind == "a":` /
     `if kind == "b":` are not reuse, nor is a key read in an arm that runs on one pass of its loop
     (`if t == 0:` in `for t in range(n)`), nor are the draws of a custom derivative rule (`@f.defjvp`,
     `f.defvjp(fwd, bwd)`), which replays the primal's draws with the primal's key. `fold_in(key, i)` derives a new

@@ -116,6 +116,9 @@ class StaleGlobal(Rule):
     for each stage's `frac`) feeds new shapes, so each pass traces again and sees the name as it is then;
     so does a loop that passes its counter (`for i in range(n)`, or the items of a literal table of distinct
     constants) as a static argument of the function (`static_argnums`): every pass misses the cache.
+    A def decorated with `jax.jit` inside a function that only calls it (`def train(...): @jax.jit def
+    step(...)`) is jitted anew by every call of that function: module code rebinding a global between
+    two calls is not stale for it.
     A name the function only hands to a parameter its
     callee (a def of the module) never reads changes nothing and is not reported. A setter that binds the global only to a module it imports (a lazy import)
     sets the same object every time. A loader that works once per process (its first statement returns
