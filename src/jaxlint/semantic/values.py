@@ -748,6 +748,8 @@ class Values:
                 return False  # every method of this name in the project returns a shape fact
             if self.m.static_unwrap(e):
                 return False  # genjax's `Const.unwrap()`: a Python value kept in the treedef
+            if func.attr.value in ("item", "tolist"):
+                return False  # `loss.item()`: a Python number (a tracer's raises there, flagged as a conversion)
             if self.traced(func.value):
                 return True  # a method of a traced value: x.sum(), x.astype(...)
         if (qual in TREE_MAPS or qual == "builtins.map") and len(e.args) > 1:
