@@ -63,8 +63,8 @@ TRANSFORMS: dict[str, Transform] = {
     "equinox.filter_checkpoint": Transform("checkpoint", True, False, "filter"),
     # nnx's lifted transforms take Modules as arguments (their Variables are the traced leaves).
     "flax.nnx.vmap": Transform("vmap", True, False, "vmap", graph=True),
-    "flax.nnx.grad": Transform("grad", False, False, "grad", graph=True),
-    "flax.nnx.value_and_grad": Transform("value_and_grad", False, False, "grad", graph=True),
+    "flax.nnx.grad": Transform("grad", False, False, graph=True),
+    "flax.nnx.value_and_grad": Transform("value_and_grad", False, False, graph=True),
     "flax.nnx.remat": Transform("checkpoint", True, False, "jit", graph=True),
     "flax.nnx.scan": Transform("scan", True, True, graph=True),
     "haiku.vmap": Transform("vmap", True, False, "vmap"),
