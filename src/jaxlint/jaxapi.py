@@ -224,6 +224,10 @@ CONTAINER_BASES = frozenset(
 # binds them as `functools.partial` does (and is a pytree besides, compared by value: caches keyed on it hit).
 PARTIALS = frozenset({"functools.partial", "jax.tree_util.Partial"})
 
+# Annotations that admit any pytree, a Python container included (`Any`, `chex.ArrayTree`): an argument JAX
+# flattened with one of them may be the dict or list it rebuilt for the trace.
+ANY_PYTREE_ANNOTATIONS = frozenset({"Any", "object", "PyTree", "Pytree", "ArrayTree"})
+
 # Library names for mappings of arrays: an annotation with one of them is a Python container.
 CONTAINER_ALIASES = frozenset({"haiku.Params", "haiku.State", "haiku.MutableParams", "haiku.MutableState"})
 

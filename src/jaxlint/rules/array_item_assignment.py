@@ -5,31 +5,17 @@ from typing import Optional
 
 import libcst as cst
 
-from ..jaxapi import ARRAY_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
+from ..jaxapi import ANY_PYTREE_ANNOTATIONS, ARRAY_ANNOTATIONS, CONTAINER_ANNOTATIONS, LIST_RETURNING, STAGING_MODULES
 from ..semantic import FunctionInfo, ModuleModel, Scope
 from ..edits import Edit, at_update
 from ..findings import Fix
-from ..syntax import contains, descendants, dotted
+from ..syntax import contains, descendants
 from .base import Rule, Where
 
 _AUG = {
     cst.AddAssign: "add", cst.SubtractAssign: "subtract", cst.MultiplyAssign: "multiply",
     cst.DivideAssign: "divide", cst.PowerAssign: "power",
 }
-
-
-# Annotations of a value that may be a Python container (`Any`, `dict[int, State]`, `chex.ArrayTree`).
-_CONTAINER_ANNOTATIONS = frozenset({"Any", "object", "dict", "Dict", "list", "List", "Mapping", "MutableMapping",
-                                    "Sequence", "MutableSequence", "OrderedDict", "defaultdict", "PyTree", "Pytree",
-                                    "ArrayTree"})
-
-
-def _container_annotation(ann: Optional[cst.BaseExpression]) -> bool:
-    """An annotation admitting a Python container (`Any`, `Dict[int, Any]`, `typing.List[Array]`)."""
-    if isinstance(ann, cst.Subscript):
-        ann = ann.value
-    head = dotted(ann) if ann is not None else None
-    return head is not None and head.rpartition(".")[2] in _CONTAINER_ANNOTATIONS
 
 
 class ArrayItemAssignment(Rule):
@@ -108,7 +94,8 @@ class ArrayItemAssignment(Rule):
                 # (an argument JAX flattened may be any pytree: annotated `Any`, a container or a pytree,
                 # `x[i] = v` stores into the dict or list JAX rebuilt for the trace)
                 if owner.traced and "flax_jit" not in owner.transforms and name in owner.pytree_params \
-                        and not _container_annotation(p.annotation_expr) and name not in owner.container_names \
+                        and p.annotation not in CONTAINER_ANNOTATIONS and p.annotation not in ANY_PYTREE_ANNOTATIONS \
+                        and name not in owner.container_names \
                         and name in owner.traced_params and not owner.assigned.get(name):
                     return True
                 return False

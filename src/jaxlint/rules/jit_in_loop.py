@@ -8,7 +8,7 @@ import libcst as cst
 from ..edits import Edit, hoist_before
 from ..findings import Fix
 from ..jaxapi import CALLBACKS, DTYPE_ARGS, JIT_LIKE, SHAPE_ARGS
-from ..semantic import FunctionInfo, LoopInfo, ModuleModel
+from ..semantic import FunctionInfo, LoopInfo
 from ..semantic.scopes import Scope
 from ..semantic.traced import filled_args
 from ..semantic.loops import (
@@ -50,16 +50,6 @@ def _free_names(node: cst.CSTNode, fn: Optional[FunctionInfo], defaults: bool = 
         names |= {n for p in node.params.params + node.params.kwonly_params if p.default is not None
                   for n in names_in(p.default)}
     return names
-
-
-def _with_items(model: ModuleModel) -> set[int]:
-    """The context managers of the module's `with ... as name:` statements (by id), found once per module."""
-    found = model.__dict__.get("_with_items")
-    if found is None:
-        found = model.__dict__["_with_items"] = {
-            id(item.item) for n in descendants(model.module) if isinstance(n, cst.With)
-            for item in n.items if item.asname is not None}
-    return found
 
 
 def _unpacked_values(fn: FunctionInfo, name: str) -> list[Optional[cst.BaseExpression]]:
@@ -476,11 +466,9 @@ def _filled_in(fn: FunctionInfo) -> dict[str, list[cst.BaseExpression]]:
     found = fn.__dict__.get("_filled_in")
     if found is None:
         found = fn.__dict__["_filled_in"] = {}
-        if fn.node is not None:
-            for n in descendants(fn.node):
-                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) \
-                        and n.func.attr.value in _FILLING:
-                    found.setdefault(n.func.value.value, []).extend(a.value for a in n.args)
+        for c in fn.calls:
+            if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name) and c.func.attr.value in _FILLING:
+                found.setdefault(c.func.value.value, []).extend(a.value for a in c.args)
     return found
 
 
@@ -868,9 +856,8 @@ class JitInLoop(Rule):
             return False
         if isinstance(owner, FunctionInfo) and None in values:
             values = _unpacked_values(owner, name.value)  # `model, opt = MLP(...), adam(...)`
-        entered = _with_items(model)
         for value in values:
-            if not isinstance(value, cst.Call) or id(value) in entered:
+            if not isinstance(value, cst.Call) or id(value) in model.entered:
                 return False  # (`with Bind(model) as ctx:` binds what `__enter__` returns, not the instance)
             callee = value.func.attr.value if isinstance(value.func, cst.Attribute) else (
                 value.func.value if isinstance(value.func, cst.Name) else "")

@@ -339,10 +339,8 @@ class PrngKeyReuse(Rule):
         """Whether `call` is (in) an example input of a module's `init` (`model.init(key, normal(k, shape))`):
         parameters come from the key and the input's shape and dtype, so its values are never looked at."""
         if self._example_inputs is None:
-            self._example_inputs = {
-                id(d) for stmt in self._body for n in descendants(stmt)
-                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "init"
-                for a in n.args[1:] if a.keyword is None or a.keyword.value != "rngs" for d in descendants(a.value)}
+            self._example_inputs = {id(d) for stmt in self._body for n in descendants(stmt) if isinstance(n, cst.Call)
+                                    for a in _example_args(n) for d in descendants(a.value)}
         return id(call) in self._example_inputs
 
     def _event_list(self) -> list[tuple[str, object]]:
@@ -774,20 +772,26 @@ def _events(node: cst.CSTNode, out: list[tuple[str, object]]) -> None:
             return
         _events(node.value, out)
         return
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "init" \
-            and len(node.args) > 1:
-        # `model.init(key, x)`: a module's parameters come from the key and the example input's shape and
-        # dtype, never from its values (Flax's and Haiku's `init`)
-        _events(node.func, out)
-        _events(node.args[0], out)
-        for a in node.args[1:]:
-            if isinstance(a.value, cst.Name) and not a.star and (a.keyword is None or a.keyword.value != "rngs"):
-                out.append(("meta", a.value.value))
+    examples = _example_args(node) if isinstance(node, cst.Call) else []
+    if examples:
+        # `model.init(key, x)`: the values of `x` are never looked at, only its shape and dtype
+        for child in iter_children(node):
+            if any(child is a for a in examples) and isinstance(child.value, cst.Name) and not child.star:  # type: ignore[attr-defined]
+                out.append(("meta", child.value.value))
             else:
-                _events(a, out)
+                _events(child, out)
         return
     for child in iter_children(node):
         _events(child, out)
+
+
+def _example_args(call: cst.Call) -> list[cst.Arg]:
+    """The example inputs of a module's `init` (`model.init(key, x, train=False)`: all but the first argument
+    and `rngs=`): Flax's and Haiku's `init` make parameters from the key and the inputs' shapes and dtypes,
+    never from their values."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "init") or len(call.args) < 2:
+        return []
+    return [a for a in call.args[1:] if a.keyword is None or a.keyword.value != "rngs"]
 
 
 def _target_events(target: cst.BaseExpression, out: list[tuple[str, object]]) -> None:

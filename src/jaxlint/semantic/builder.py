@@ -351,6 +351,7 @@ class _Builder:
         for item in node.items:
             self.walk(item.item, scope, loop)
             if item.asname is not None:
+                self.m.entered.add(id(item.item))
                 self._bind_target(item.asname.name, item.item, scope, loop)
                 self._event(scope, item.asname.name, item.item, "with")
             if isinstance(item.item, cst.Call) and self.m.resolve(item.item.func, scope) == "jax.ensure_compile_time_eval":

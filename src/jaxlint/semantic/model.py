@@ -84,6 +84,8 @@ class ModuleModel:
         # qualified names of imported functions a PRNG key is handed to, asked of the project when known
         self.key_handoffs: set[str] = set()
         self.applied_calls: set[int] = set()  # ids of calls whose result is called at once: `jax.grad(f)(x)`
+        # ids of the context managers of `with ... as name:`: the name holds what `__enter__` returns
+        self.entered: set[int] = set()
         self.applied_parent: dict[int, cst.Call] = {}  # id of `jax.jit(f)` -> the call giving f its arguments
         self.call_order: dict[int, int] = {}  # id of a call -> its source-order stamp
         self.call_guards: dict[int, frozenset[str]] = {}  # id of a call -> the branch guards around it
